@@ -1,0 +1,30 @@
+# The two commands the README opens with. Both create ./.venv from scratch when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-all lint bench clean
+
+$(BIN)/camel-jax: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(BIN)/camel-jax
+	$(BIN)/camel-jax demo
+
+test: $(BIN)/camel-jax
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-all: $(BIN)/camel-jax
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/camel-jax
+	$(BIN)/ruff check camel_jax tests benchmarks
+
+bench: $(BIN)/camel-jax
+	$(BIN)/python benchmarks/bench_fit.py
+
+clean:
+	rm -rf $(VENV) camel-demo .pytest_cache

@@ -1,0 +1,21 @@
+"""camel-jax: data-mixture scaling laws in JAX (CAMEL, DML, SODM, Chinchilla, loss-to-benchmark)."""
+
+__version__ = "0.1.0"
+
+from ._bootstrap import BootstrapResult as BootstrapResult
+from ._bootstrap import bootstrap as bootstrap
+from ._bootstrap import resample_weights as resample_weights
+from ._fit import FitResult as FitResult
+from ._fit import fit as fit
+from ._fit import huber as huber
+from ._fit import objective as objective
+from ._io import BenchmarkData as BenchmarkData
+from ._io import MixtureData as MixtureData
+from .laws import CAMEL as CAMEL
+from .laws import DML as DML
+from .laws import AbstractLaw as AbstractLaw
+from .laws import Chinchilla as Chinchilla
+from .laws import LossToBenchmark as LossToBenchmark
+from .laws import PowerLaw as PowerLaw
+from .laws import SODMAdditive as SODMAdditive
+from .laws import SODMJoint as SODMJoint

@@ -1,0 +1,142 @@
+"""The contract every law meets, and the small numerical guards the laws share."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+
+class AbstractLaw(eqx.Module):
+    """A scaling law: a pure function of its inputs whose array leaves are free parameters.
+
+    Every array leaf of a law is an *unconstrained* parameter (softmax logits for simplex quantities, logs for
+    positive ones, raw values for real ones); everything else is a static field. A batch of laws (restarts,
+    bootstrap resamples) is the same Module with a leading axis on every leaf.
+
+    A subclass implements:
+
+    - `__call__(*inputs) -> Array`: the prediction, shape [P].
+    - `from_params(**constrained)`: build from constrained values (optional leading batch axes).
+    - `params() -> dict[str, Array]`: the constrained values, in user units.
+    - `sample_init(key, **structure)`: a random starting point, a pure function of `key`.
+    - `structure() -> dict`: the keywords that make `sample_init` rebuild this structure.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, *inputs: Any) -> Array: ...
+
+    @classmethod
+    @abc.abstractmethod
+    def from_params(cls, **constrained: Any) -> AbstractLaw: ...
+
+    @abc.abstractmethod
+    def params(self) -> dict[str, Array]: ...
+
+    @classmethod
+    @abc.abstractmethod
+    def sample_init(cls, key: Array, **structure: Any) -> AbstractLaw: ...
+
+    @abc.abstractmethod
+    def structure(self) -> dict[str, Any]: ...
+
+
+def n_free_parameters(law: eqx.Module) -> int:
+    """Number of free scalars of one (unbatched) law: the total size of its array leaves."""
+    return int(sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(eqx.filter(law, eqx.is_array))))
+
+
+def as_leaves(core_ndims: dict[str, int], values: dict[str, ArrayLike]) -> dict[str, Array]:
+    """Convert user values to arrays broadcast to one common leading batch shape.
+
+    `core_ndims[name]` is the rank of that parameter for a single law (0 for a scalar, 1 for a vector, ...);
+    anything beyond it is a batch axis. Python floats become the default float dtype.
+    """
+    arrays = {}
+    for name, ndim in core_ndims.items():
+        value = jnp.asarray(values[name])
+        if not jnp.issubdtype(value.dtype, jnp.floating):
+            value = value.astype(jnp.result_type(float))
+        if value.ndim < ndim:
+            raise ValueError(f"parameter `{name}` must have at least {ndim} dimension(s); got shape {value.shape}")
+        arrays[name] = value
+    batches = [arrays[n].shape[: arrays[n].ndim - d] for n, d in core_ndims.items()]
+    try:
+        common = np.broadcast_shapes(*batches)
+    except ValueError as error:
+        shapes = {n: arrays[n].shape for n in core_ndims}
+        raise ValueError(f"leading batch axes of the parameters do not broadcast: {shapes}") from error
+    return {n: jnp.broadcast_to(a, common + a.shape[a.ndim - core_ndims[n] :]) for n, a in arrays.items()}
+
+
+def safe_log(x: Array) -> Array:
+    """log(x) for x > 0, and a finite value (with zero gradient) elsewhere.
+
+    The double-`where` keeps the untaken branch from producing a NaN gradient at x <= 0.
+    """
+    positive = x > 0
+    return jnp.where(positive, jnp.log(jnp.where(positive, x, 1.0)), jnp.log(jnp.finfo(x.dtype).tiny))
+
+
+def safe_pow(x: Array, exponent: Array) -> Array:
+    """x ** exponent for x >= 0 and exponent > 0, with 0 ** exponent = 0 and finite gradients at x = 0.
+
+    A mixture weight may be exactly zero; `exp(exponent * log x)` there would give `0 * -inf = nan` in the
+    gradient with respect to the exponent.
+    """
+    positive = x > 0
+    return jnp.where(positive, jnp.exp(exponent * jnp.log(jnp.where(positive, x, 1.0))), 0.0)
+
+
+def positive(raw: Array, bounds: tuple[float, float] | None) -> Array:
+    """Map an unconstrained value to a positive one: exp(raw), or lo + (hi - lo) sigmoid(raw) within bounds."""
+    if bounds is None:
+        return jnp.exp(raw)
+    lo, hi = bounds
+    return lo + (hi - lo) * jax.nn.sigmoid(raw)
+
+
+def positive_inverse(value: Array, bounds: tuple[float, float] | None, name: str) -> Array:
+    """Inverse of `positive`; checks (on concrete values) that `value` is admissible."""
+    if not isinstance(value, jax.core.Tracer):
+        v = np.asarray(value)
+        if bounds is None and np.any(v <= 0):
+            raise ValueError(f"parameter `{name}` must be > 0; got {v}")
+        if bounds is not None and np.any((v <= bounds[0]) | (v >= bounds[1])):
+            raise ValueError(f"parameter `{name}` must lie strictly inside its bounds {bounds}; got {v}")
+    if bounds is None:
+        return jnp.log(value)
+    lo, hi = bounds
+    u = (value - lo) / (hi - lo)
+    return jnp.log(u) - jnp.log1p(-u)
+
+
+def check_bounds(bounds: tuple[float, float] | None, name: str) -> tuple[float, float] | None:
+    if bounds is None:
+        return None
+    lo, hi = (float(b) for b in bounds)
+    if not 0 <= lo < hi:
+        raise ValueError(f"`{name}` must be (lo, hi) with 0 <= lo < hi; got {bounds}")
+    return (lo, hi)
+
+
+def simplex_logits(t: Array, axis: int, name: str) -> Array:
+    """Logits whose softmax over `axis` gives back `t` (columns on the simplex, strictly positive)."""
+    if not isinstance(t, jax.core.Tracer):
+        v = np.asarray(t)
+        if np.any(v <= 0):
+            raise ValueError(f"`{name}` must be strictly positive (softmax parameterization); got min {v.min()}")
+        sums = v.sum(axis=axis)
+        if np.any(np.abs(sums - 1) > 1e-6):
+            raise ValueError(f"`{name}` must sum to 1 along axis {axis}; got sums {sums}")
+    return jnp.log(t)
+
+
+def log_uniform(key: Array, shape: tuple[int, ...], lo: float, hi: float) -> Array:
+    """Samples whose log is uniform on [log lo, log hi]: returns the log."""
+    return jax.random.uniform(key, shape, minval=np.log(lo), maxval=np.log(hi))

@@ -1,0 +1,178 @@
+"""Shared problems, tolerances and independent NumPy reference implementations of every law."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import camel_jax as cj
+
+RTOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
+
+
+def random_mixtures(rng: np.random.Generator, P: int, n: int, zeros: bool = False) -> np.ndarray:
+    r = rng.dirichlet(np.ones(n), size=P)
+    if zeros:
+        r[::3, 0] = 0.0
+        r[1::3, -1] = 0.0
+        r = r / r.sum(axis=1, keepdims=True)
+    return r
+
+
+# --- NumPy references, written from the formulas (not from the JAX code) ----------------------------------
+
+
+def np_camel(p: dict[str, np.ndarray], r: np.ndarray, M: np.ndarray) -> np.ndarray:
+    total = np.full(len(M), float(p["C"]))
+    for i in range(len(p["K"])):
+        eta = r @ p["t"][i]
+        total += p["K"][i] / (eta ** p["alpha"][i] * M ** p["beta"][i])
+    return total
+
+
+def np_dml(p, r):
+    return sum(p["S"][i] * (p["C"][i] + p["K"][i] * np.exp(r @ p["t"][i])) for i in range(len(p["S"])))
+
+
+def np_sodm_additive(p, r, N, D=None):
+    out = p["E"] + p["A"] / N ** p["alpha"] + 1.0 / sum(p["C"][j] * r[:, j] ** p["gamma"][j] for j in range(r.shape[1]))
+    if D is not None:
+        out = out + p["B"] / D ** p["beta"]
+    return out
+
+
+def np_sodm_joint(p, r, N, D=None):
+    out = p["E"] + 1.0 / sum(p["C"][j] * r[:, j] ** p["gamma"][j] for j in range(r.shape[1]))
+    out = out + (r @ p["CA"]) ** p["gammaA"] / N ** p["alpha"]
+    if D is not None:
+        out = out + (r @ p["CB"]) ** p["gammaB"] / D ** p["beta"]
+    return out
+
+
+def np_chinchilla(p, N, D):
+    return p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"]
+
+
+def np_power_law(p, x):
+    return p["E"] + p["A"] / x ** p["alpha"]
+
+
+def np_loss_to_benchmark(p, L):
+    return p["C"] + p["A"] / (1.0 + np.exp(L @ p["k"] + p["B"]))
+
+
+@dataclass
+class Case:
+    """One law at known parameters with inputs and its NumPy reference."""
+
+    name: str
+    law: Any
+    inputs: tuple[np.ndarray, ...]
+    reference: Callable[..., np.ndarray]
+    mixture_input: bool  # inputs[0] is a mixture r
+
+    def numpy_params(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v, dtype=np.float64) for k, v in self.law.params().items()}
+
+
+def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Case:
+    rng = np.random.default_rng(seed)
+    n, k, V = 4, 3, 5
+    r = random_mixtures(rng, P, n, zeros=zeros)
+    M = rng.uniform(4, 12, P)
+    N = 10 ** rng.uniform(7, 10, P)
+    D = 10 ** rng.uniform(9, 11.5, P)
+    t = rng.dirichlet(np.ones(k), size=n).T  # [k, n], columns on the simplex
+    if name == "CAMEL":
+        law = cj.CAMEL.from_params(
+            t=t, K=rng.uniform(0.2, 2, k), alpha=rng.uniform(0.2, 0.9, k), beta=rng.uniform(0.3, 1.2, k), C=1.7
+        )
+        return Case(name, law, (r, M), np_camel, True)
+    if name == "CAMEL_tied":
+        law = cj.CAMEL.from_params(
+            t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7, tied=True, capacity_exponent=3.0
+        )
+
+        def ref(p, r, M):
+            a = p["beta"] / 3.0
+            return np_camel({**p, "alpha": a / (1 + a)}, r, M)
+
+        return Case(name, law, (r, M), ref, True)
+    if name == "CAMEL_scaled":
+        law = cj.CAMEL.from_params(
+            t=t,
+            K=rng.uniform(0.2, 2, k) * 1e3,
+            alpha=rng.uniform(0.2, 0.9, k),
+            beta=rng.uniform(0.2, 0.4, k),
+            C=1.7,
+            size_scale=1e9,
+        )
+        return Case(name, law, (r, N), np_camel, True)
+    if name == "DML":
+        law = cj.DML.from_params(
+            t=rng.normal(size=(k, n)), S=rng.uniform(0.2, 1, k), C=rng.uniform(0, 1, k), K=rng.uniform(0.1, 1, k)
+        )
+        return Case(name, law, (r,), np_dml, True)
+    if name == "SODMAdditive":
+        law = cj.SODMAdditive.from_params(
+            E=1.5, A=300.0, alpha=0.3, B=2000.0, beta=0.35, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n)
+        )
+        return Case(name, law, (r, N, D), np_sodm_additive, True)
+    if name == "SODMAdditive_notokens":
+        law = cj.SODMAdditive.from_params(
+            E=1.5, A=300.0, alpha=0.3, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n), size_scale=1e8
+        )
+        return Case(name, law, (r, N), np_sodm_additive, True)
+    if name == "SODMJoint":
+        law = cj.SODMJoint.from_params(
+            E=1.5,
+            C=rng.uniform(1, 5, n),
+            gamma=rng.uniform(0.2, 0.8, n),
+            CA=rng.uniform(100, 500, n),
+            gammaA=1.1,
+            alpha=0.3,
+            CB=rng.uniform(1000, 3000, n),
+            gammaB=0.9,
+            beta=0.35,
+            size_scale=1e8,
+            tokens_scale=1e10,
+        )
+        return Case(name, law, (r, N, D), np_sodm_joint, True)
+    if name == "Chinchilla":
+        law = cj.Chinchilla.from_params(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28)
+        return Case(name, law, (N, D), np_chinchilla, False)
+    if name == "PowerLaw":
+        law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.5, scale=8.0)
+        return Case(name, law, (M,), np_power_law, False)
+    if name == "LossToBenchmark":
+        L = rng.uniform(2.5, 4.5, (P, V))
+        law = cj.LossToBenchmark.from_params(k=rng.normal(size=V), A=0.7, B=-1.0, C=0.25)
+        return Case(name, law, (L,), np_loss_to_benchmark, False)
+    raise KeyError(name)
+
+
+CASES = [
+    "CAMEL",
+    "CAMEL_tied",
+    "CAMEL_scaled",
+    "DML",
+    "SODMAdditive",
+    "SODMAdditive_notokens",
+    "SODMJoint",
+    "Chinchilla",
+    "PowerLaw",
+    "LossToBenchmark",
+]
+
+
+def jnp_inputs(inputs, dtype=jnp.float64):
+    return tuple(jnp.asarray(x, dtype=dtype) for x in inputs)
+
+
+def cast_law(law, dtype):
+    return jax.tree.map(lambda a: a.astype(dtype) if isinstance(a, jax.Array) else a, law)

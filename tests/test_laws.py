@@ -1,0 +1,191 @@
+"""Every law against an independent NumPy formula, its round trips, gradients, zero weights, vmap and jit."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case
+
+import camel_jax as cj
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_matches_numpy_reference(name, dtype):
+    case = make_case(name)
+    law = cast_law(case.law, dtype)
+    pred = law(*jnp_inputs(case.inputs, dtype))
+    assert pred.dtype == dtype
+    expected = case.reference(case.numpy_params(), *case.inputs)
+    np.testing.assert_allclose(
+        np.asarray(pred, dtype=np.float64), expected, rtol=RTOL[np.dtype(dtype)] * (1 if dtype == jnp.float64 else 10)
+    )
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_params_round_trip(name):
+    case = make_case(name)
+    params = case.law.params()
+    rebuilt = type(case.law).from_params(**params, **_static_options(case.law))
+    for key, value in rebuilt.params().items():
+        np.testing.assert_allclose(value, params[key], rtol=1e-12, atol=1e-14, err_msg=key)
+    np.testing.assert_allclose(rebuilt(*jnp_inputs(case.inputs)), case.law(*jnp_inputs(case.inputs)), rtol=1e-12)
+
+
+def _static_options(law):
+    """The structural keywords from_params needs beyond the constrained values."""
+    opts = {}
+    for name in ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds"):
+        if hasattr(law, name) and name not in ("tokens",):
+            opts[name] = getattr(law, name)
+    return opts
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_leaf_is_a_free_parameter(name):
+    law = make_case(name).law
+    leaves = jax.tree.leaves(law)
+    assert all(isinstance(leaf, jax.Array) for leaf in leaves), "static structure leaked into the leaves"
+    assert cj.laws.n_free_parameters(law) == sum(leaf.size for leaf in leaves)
+
+
+def test_camel_profiles_are_on_the_simplex_and_tied_exponents_follow_the_theorem():
+    law = cj.CAMEL.sample_init(jax.random.key(3), n_datasets=5, n_domains=4)
+    np.testing.assert_allclose(jnp.sum(law.t, axis=0), np.ones(5), rtol=1e-14)
+    tied = make_case("CAMEL_tied").law
+    a = tied.params()["beta"] / 3.0
+    np.testing.assert_allclose(tied.params()["alpha"], a / (1 + a), rtol=1e-14)
+    assert tied.raw_alpha is None and cj.laws.n_free_parameters(tied) == 3 * 4 + 3 + 3 + 1
+
+
+def test_camel_with_one_domain_is_a_power_law_in_size():
+    law = cj.CAMEL.from_params(t=np.ones((1, 3)), K=[2.5], alpha=[0.7], beta=[0.9], C=1.3)
+    r = jnp.asarray(np.random.default_rng(0).dirichlet(np.ones(3), 6))
+    M = jnp.linspace(4.0, 12.0, 6)
+    power = cj.PowerLaw.from_params(E=1.3, A=2.5, alpha=0.9)
+    np.testing.assert_allclose(law(r, M), power(M), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_gradients_match_central_finite_differences(name):
+    case = make_case(name, P=6)
+    inputs = jnp_inputs(case.inputs)
+    params, static = eqx.partition(case.law, eqx.is_array)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    f = lambda x: jnp.sum(jnp.sin(eqx.combine(unravel(x), static)(*inputs)))  # noqa: E731
+    grad = jax.grad(f)(flat)
+    h = 1e-6
+    eye = np.eye(flat.size)
+    fd = np.array([(f(flat + h * e) - f(flat - h * e)) / (2 * h) for e in eye])
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "DML", "SODMAdditive", "SODMJoint"])
+def test_zero_mixture_weights_give_finite_values_and_gradients(name):
+    case = make_case(name, zeros=True)
+    inputs = jnp_inputs(case.inputs)
+    assert np.any(np.asarray(inputs[0]) == 0)
+    pred = case.law(*inputs)
+    assert np.all(np.isfinite(pred))
+    np.testing.assert_allclose(pred, case.reference(case.numpy_params(), *case.inputs), rtol=1e-10)
+    grads = jax.grad(lambda law: jnp.sum(law(*inputs)))(case.law)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+    grad_r = jax.grad(lambda r: jnp.sum(case.law(r, *inputs[1:])))(inputs[0])
+    if name != "SODMAdditive" and name != "SODMJoint":  # d r^gamma / dr is infinite at 0 for gamma < 1
+        assert np.all(np.isfinite(grad_r))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_batched_law_under_vmap_equals_a_loop_and_jit_works(name):
+    case = make_case(name)
+    inputs = jnp_inputs(case.inputs)
+    laws = [make_case(name, seed=s).law for s in range(3)]
+    batched = jax.tree.map(lambda *xs: jnp.stack(xs), *laws)
+    out = jax.jit(jax.vmap(lambda law: law(*inputs)))(batched)
+    for i, law in enumerate(laws):
+        np.testing.assert_allclose(out[i], law(*inputs), rtol=1e-13)
+    np.testing.assert_allclose(
+        eqx.filter_jit(lambda law, *x: law(*x))(case.law, *inputs), case.law(*inputs), rtol=1e-13
+    )
+
+
+def test_from_params_accepts_leading_batch_axes():
+    grid = np.linspace(0.2, 0.5, 4)
+    laws = cj.Chinchilla.from_params(A=400.0, B=400.0, E=1.7, alpha=grid, beta=grid[::-1])
+    assert laws.log_A.shape == (4,)
+    N, D = jnp.array([1e8, 1e9]), jnp.array([1e10, 1e11])
+    out = jax.vmap(lambda law: law(N, D))(laws)
+    for i in range(4):
+        single = cj.Chinchilla.from_params(A=400.0, B=400.0, E=1.7, alpha=grid[i], beta=grid[::-1][i])
+        np.testing.assert_allclose(out[i], single(N, D), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_sample_init_rebuilds_the_structure_and_is_deterministic(name):
+    law = make_case(name).law
+    cls = type(law)
+    a = cls.sample_init(jax.random.key(7), **law.structure())
+    b = cls.sample_init(jax.random.key(7), **law.structure())
+    assert jax.tree.structure(a) == jax.tree.structure(law)
+    assert all(x.shape == y.shape for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(law)))
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    many = jax.vmap(lambda k: cls.sample_init(k, **law.structure()))(jax.random.split(jax.random.key(0), 5))
+    assert jax.tree.leaves(many)[0].shape[0] == 5
+    assert np.all(np.isfinite(jax.vmap(lambda l: l(*jnp_inputs(make_case(name).inputs)))(many)))
+
+
+def test_size_scale_changes_conditioning_not_predictions():
+    base = make_case("CAMEL_scaled")
+    p = base.law.params()
+    other = cj.CAMEL.from_params(**p, size_scale=1.0)
+    inputs = jnp_inputs(base.inputs)
+    np.testing.assert_allclose(other(*inputs), base.law(*inputs), rtol=1e-12)
+
+
+def test_chinchilla_is_exact_at_large_sizes():
+    law = cj.Chinchilla.from_params(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28)
+    N, D = np.array([1e11, 1e12]), np.array([1e13, 1e14])
+    np.testing.assert_allclose(
+        law(jnp.asarray(N), jnp.asarray(D)), 1.69 + 406.4 / N**0.34 + 410.7 / D**0.28, rtol=1e-14
+    )
+    np.testing.assert_allclose(
+        law.log_loss(jnp.asarray(N), jnp.asarray(D)), np.log(1.69 + 406.4 / N**0.34 + 410.7 / D**0.28), rtol=1e-14
+    )
+
+
+def test_loss_to_benchmark_does_not_overflow_and_exposes_the_proxy_loss():
+    law = cj.LossToBenchmark.from_params(k=[400.0, 300.0], A=0.6, B=-2.0, C=0.25)
+    L = jnp.array([[3.0, 4.0], [-3.0, -4.0]])
+    acc = law(L)
+    assert np.all(np.isfinite(acc))
+    np.testing.assert_allclose(acc, [0.25, 0.85], rtol=1e-12)
+    np.testing.assert_allclose(law.proxy_loss(L), [2400.0, -2400.0])
+
+
+def test_bad_parameters_raise_clear_errors():
+    with pytest.raises(ValueError, match="`K` must be > 0"):
+        cj.CAMEL.from_params(t=np.full((2, 3), 0.5), K=[1.0, -1.0], alpha=[0.5, 0.5], beta=[0.5, 0.5], C=1.0)
+    with pytest.raises(ValueError, match="`t` must sum to 1"):
+        cj.CAMEL.from_params(t=np.full((2, 3), 0.4), K=[1.0, 1.0], alpha=[0.5, 0.5], beta=[0.5, 0.5], C=1.0)
+    with pytest.raises(ValueError, match="determined by `beta`"):
+        cj.CAMEL.from_params(t=np.full((2, 3), 0.5), K=[1.0, 1.0], alpha=[0.5, 0.5], beta=[0.5, 0.5], C=1.0, tied=True)
+    with pytest.raises(ValueError, match="`alpha` is required"):
+        cj.CAMEL.from_params(t=np.full((2, 3), 0.5), K=[1.0, 1.0], beta=[0.5, 0.5], C=1.0)
+    with pytest.raises(ValueError, match="inside its bounds"):
+        cj.CAMEL.from_params(
+            t=np.full((2, 3), 0.5), K=[1.0, 1.0], alpha=[0.5, 0.5], beta=[0.5, 3.0], C=1.0, beta_bounds=(0.0, 2.0)
+        )
+    with pytest.raises(ValueError, match="do not broadcast"):
+        cj.Chinchilla.from_params(A=np.ones(3), B=np.ones(2), E=1.0, alpha=0.3, beta=0.3)
+
+
+def test_bounded_exponents_stay_in_bounds():
+    law = cj.CAMEL.sample_init(
+        jax.random.key(0), n_datasets=3, n_domains=2, alpha_bounds=(0.1, 0.9), beta_bounds=(0.2, 2.0)
+    )
+    huge = eqx.tree_at(lambda l: (l.raw_alpha, l.raw_beta), law, (jnp.array([50.0, -50.0]), jnp.array([50.0, -50.0])))
+    p = huge.params()
+    assert np.all((p["alpha"] >= 0.1) & (p["alpha"] <= 0.9)) and np.all((p["beta"] >= 0.2) & (p["beta"] <= 2.0))
+    rebuilt = cj.CAMEL.from_params(**law.params(), alpha_bounds=(0.1, 0.9), beta_bounds=(0.2, 2.0))
+    np.testing.assert_allclose(rebuilt.raw_beta, law.raw_beta, rtol=1e-10)
