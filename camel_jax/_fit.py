@@ -1,0 +1,347 @@
+"""Fitting a law: one objective (weighted Huber of log residuals), one L-BFGS loop, restarts as a vmap."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, ArrayLike, Float, Int
+
+from ._lbfgs import CONVERGED, NONFINITE, STALLED, minimize
+from .laws._base import n_free_parameters
+
+# Under log residuals, predictions below this fraction of the target continue the log linearly (see `residuals`).
+LOG_FLOOR = 1e-4
+
+# Counts traces of the compiled fit (a test checks that a repeated call does not recompile).
+_TRACES = {"fit": 0}
+
+
+def huber(residual: Array, delta: float) -> Array:
+    """Huber loss: r^2 / 2 for |r| <= delta, delta (|r| - delta / 2) beyond."""
+    a = jnp.abs(residual)
+    return jnp.where(a <= delta, 0.5 * residual**2, delta * (a - 0.5 * delta))
+
+
+def residuals(prediction: Array, y: Array, log_residuals: bool) -> Array:
+    """`log pred - log y` (or `pred - y`).
+
+    A non-positive prediction has no log. Below `LOG_FLOOR * y` the log is continued by its tangent line, so the
+    residual stays finite and keeps pushing the prediction up, and gradients never see log(<= 0).
+    """
+    if not log_residuals:
+        return prediction - y
+    floor = LOG_FLOOR * y
+    above = prediction >= floor
+    log_part = jnp.log(jnp.where(above, prediction, floor)) - jnp.log(y)
+    linear_part = float(np.log(LOG_FLOOR)) + (prediction - floor) / floor  # a Python float stays weakly typed
+    return jnp.where(above, log_part, linear_part)
+
+
+def objective(
+    law: eqx.Module,
+    inputs: tuple[Array, ...],
+    y: Float[Array, " P"],
+    weights: Float[Array, " P"],
+    *,
+    delta: float = 1e-3,
+    log_residuals: bool = True,
+    reduction: str = "sum",
+    penalty: Callable[[Any], Array] | None = None,
+) -> Array:
+    """The fitting objective `sum_p w_p huber(res_p)` (divided by `sum_p w_p` when `reduction="mean"`), plus
+    `penalty(law)` if given. Zero-weight points contribute exactly 0, whatever their target (NaN included)."""
+    mask = weights > 0
+    y_safe = jnp.where(mask, y, 1.0)  # a NaN target at a masked point must not reach the gradient
+    res = residuals(law(*inputs), y_safe, log_residuals)
+    value = jnp.sum(jnp.where(mask, weights * huber(jnp.where(mask, res, 0.0), delta), 0.0))
+    if reduction == "mean":
+        value = value / jnp.sum(weights)
+    if penalty is not None:
+        value = value + penalty(law)
+    return value
+
+
+class FitResult(eqx.Module):
+    """Result of `fit`.
+
+    **Fields**:
+    - `law`: the best start (lowest finite objective); batched over targets when `y` was [T, P].
+    - `objective`: its objective.
+    - `laws`: every optimized start, batched (leading axis R, after any target axis).
+    - `objectives`, `converged`, `n_steps`, `grad_norm`, `status` [R]: per start. `status` codes: 1 converged,
+      2 stalled (no decrease found even along steepest descent: optimal to working precision), 3 non-finite,
+      4 hit `max_steps`. `converged` is status 1 or 2.
+    - `n_failed`: starts that ended non-finite (never chosen as best).
+    - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
+    """
+
+    law: Any
+    objective: Float[Array, "*T"]
+    laws: Any
+    objectives: Float[Array, "*T R"]
+    converged: Array
+    n_steps: Int[Array, "*T R"]
+    grad_norm: Float[Array, "*T R"]
+    status: Int[Array, "*T R"]
+    n_failed: Int[Array, "*T"]
+    inputs: tuple[Array, ...]
+    y: Array
+    weights: Array
+    log_residuals: bool = eqx.field(static=True, default=True)
+
+    @property
+    def n_targets(self) -> int | None:
+        """T when `y` was [T, P], else None."""
+        return None if self.y.ndim == 1 else int(self.y.shape[0])
+
+    def predict(self, *inputs: ArrayLike) -> Array:
+        """Predictions of the best law at `inputs` ([P], or [T, P] for a fit over T targets)."""
+        arrays = tuple(jnp.asarray(x) for x in inputs)
+        if self.n_targets is None:
+            return self.law(*arrays)
+        return jax.vmap(lambda law: law(*arrays))(self.law)
+
+    def summary(self) -> dict[str, Any]:
+        """Objective, R^2 and MAPE (%) on the fitted points (weighted), and convergence counts."""
+        pred = np.asarray(self.predict(*self.inputs))
+        y, w = np.asarray(self.y), np.asarray(self.weights)
+        mask = w > 0
+        mean = np.sum(np.where(mask, w * y, 0), axis=-1, keepdims=True) / np.sum(w, axis=-1, keepdims=True)
+        ss_res = np.sum(np.where(mask, w * (pred - y) ** 2, 0), axis=-1)
+        ss_tot = np.sum(np.where(mask, w * (y - mean) ** 2, 0), axis=-1)
+        ape = np.where(mask, w * np.abs((pred - y) / np.where(mask, y, 1.0)), 0)
+        status = np.asarray(self.status)
+        return {
+            "objective": np.asarray(self.objective),
+            "r2": 1.0 - ss_res / ss_tot,
+            "mape_percent": 100.0 * np.sum(ape, axis=-1) / np.sum(w, axis=-1),
+            "n_starts": status.shape[-1],
+            "n_converged": np.sum(np.asarray(self.converged), axis=-1),
+            "n_max_steps": np.sum(status == 4, axis=-1),
+            "n_failed": np.asarray(self.n_failed),
+        }
+
+
+# --- the compiled core ----------------------------------------------------------------------------------------
+
+
+def _solve_one_target(
+    starts: eqx.Module,
+    inputs: tuple[Array, ...],
+    y: Array,
+    weights: Array,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Optimize R starts (a batched law) on one target; pick the best. Traced inside `_fit_core`."""
+    params, static = eqx.partition(starts, eqx.is_array)
+    one = jax.tree.map(lambda leaf: leaf[0], params)
+    _, unravel = ravel_pytree(one)
+    flat = jax.vmap(lambda p: ravel_pytree(p)[0])(params)
+
+    def loss(x):
+        law = eqx.combine(unravel(x), static)
+        return objective(
+            law,
+            inputs,
+            y,
+            weights,
+            delta=options["delta"],
+            log_residuals=options["log_residuals"],
+            reduction=options["reduction"],
+            penalty=options["penalty"],
+        )
+
+    prescreen = options["prescreen"]
+    if prescreen is not None and prescreen < flat.shape[0]:
+        values = jax.vmap(loss)(flat)
+        values = jnp.where(jnp.isfinite(values), values, jnp.inf)
+        _, best = jax.lax.top_k(-values, prescreen)
+        flat = flat[best]
+
+    solution = jax.vmap(lambda x0: minimize(loss, x0, max_steps=options["max_steps"], tol=options["tol"]))(flat)
+    finite = jnp.isfinite(solution.f) & (solution.status != NONFINITE)
+    ranked = jnp.where(finite, solution.f, jnp.inf)
+    best = jnp.argmin(ranked)
+    laws = eqx.combine(jax.vmap(unravel)(solution.x), static)
+    return {
+        "law": jax.tree.map(lambda leaf: leaf[best], laws),
+        "objective": solution.f[best],
+        "laws": laws,
+        "objectives": solution.f,
+        "converged": (solution.status == CONVERGED) | (solution.status == STALLED),
+        "n_steps": solution.n_steps,
+        "grad_norm": solution.grad_norm,
+        "status": solution.status,
+        "n_failed": jnp.sum(~finite),
+    }
+
+
+def fit_targets(template, key, inits, inputs, Y, W, options):
+    """Fit T targets (rows of Y, W), each from the same starts; R starts drawn from `key` unless `inits`.
+
+    Pure and traceable: `fit`, `bootstrap` and the extrapolation protocol all compile this one function."""
+    if inits is None:
+        keys = jax.random.split(key, options["restarts"])
+        structure = template.structure()
+        inits = jax.vmap(lambda k: type(template).sample_init(k, **structure))(keys)
+    return jax.vmap(lambda y, w: _solve_one_target(inits, inputs, y, w, options))(Y, W)
+
+
+@eqx.filter_jit
+def _fit_core(template, key, inits, inputs, Y, W, options):
+    _TRACES["fit"] += 1
+    return fit_targets(template, key, inits, inputs, Y, W, options)
+
+
+# --- the public entry point -----------------------------------------------------------------------------------
+
+
+def _check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Array, ...]:
+    if not isinstance(inputs, (tuple, list)):
+        raise TypeError(
+            f"`{name}` must be a tuple of arrays passed as law(*{name}) (e.g. data.inputs); got {type(inputs).__name__}"
+        )
+    arrays = tuple(jnp.asarray(x) for x in inputs)
+    if len(arrays) == 0:
+        raise ValueError(f"`{name}` is empty")
+    n = arrays[0].shape[0] if arrays[0].ndim else None
+    for i, a in enumerate(arrays):
+        if a.ndim == 0 or a.shape[0] != n:
+            raise ValueError(
+                f"every array in `{name}` must have the same leading length P; "
+                f"{name}[{i}] has shape {a.shape}, {name}[0] has {arrays[0].shape}"
+            )
+        finite_rows = np.isfinite(np.asarray(a)).reshape(n, -1).all(axis=1)
+        if not finite_rows.all():
+            raise ValueError(f"`{name}[{i}]` has a non-finite value at row {int(np.argmin(finite_rows))}")
+    return arrays
+
+
+def _check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_residuals: bool) -> tuple[Array, Array]:
+    y = jnp.asarray(y)
+    if not jnp.issubdtype(y.dtype, jnp.floating):
+        y = y.astype(jnp.result_type(float))
+    if y.ndim not in (1, 2) or y.shape[-1] != n_points:
+        raise ValueError(
+            f"`y` must have shape (P,) or (T, P) with P={n_points} (the length of the inputs); got {y.shape}"
+        )
+    w = jnp.ones(y.shape, y.dtype) if weights is None else jnp.asarray(weights, dtype=y.dtype)
+    if w.shape != y.shape:
+        try:
+            w = jnp.broadcast_to(w, y.shape)
+        except ValueError:
+            raise ValueError(
+                f"`weights` must have the shape of `y` {y.shape} (or broadcast to it); got {w.shape}"
+            ) from None
+    wn, yn = np.asarray(w), np.asarray(y)
+    if np.any(wn < 0) or not np.all(np.isfinite(wn)):
+        raise ValueError("`weights` must be finite and >= 0")
+    if np.any(np.sum(wn, axis=-1) <= 0):
+        raise ValueError("`weights` are zero for every point (of some target): nothing to fit")
+    used = wn > 0
+    bad_rows = (~np.isfinite(np.where(used, yn, 0.0))).reshape(-1, n_points).any(axis=0)
+    if bad_rows.any():
+        raise ValueError(f"`y` has a non-finite value at a point with positive weight (row {int(np.argmax(bad_rows))})")
+    if log_residuals and np.any(yn[used] <= 0):
+        raise ValueError(
+            "`y` must be > 0 where weights are positive when log_residuals=True; "
+            "fit proxy losses or accuracies with log_residuals=False"
+        )
+    return y, w
+
+
+def fit(
+    law: eqx.Module,
+    inputs: Sequence[ArrayLike],
+    y: ArrayLike,
+    *,
+    key: Array,
+    restarts: int = 64,
+    inits: eqx.Module | None = None,
+    prescreen: int | None = None,
+    weights: ArrayLike | None = None,
+    delta: float = 1e-3,
+    log_residuals: bool = True,
+    reduction: str = "sum",
+    penalty: Callable[[Any], Array] | None = None,
+    max_steps: int = 1000,
+    tol: float | None = None,
+    throw: bool = False,
+) -> FitResult:
+    """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
+
+    **Arguments**:
+    - `law`: any law (a structural template: its parameter values are not used unless it is passed as `inits`).
+    - `inputs`: the tuple passed as `law(*inputs)`, e.g. `data.inputs`.
+    - `y`: targets [P], or [T, P] to fit T targets at once (every result field then has a leading T axis).
+    - `key`: a `jax.random` key; the same key gives the same result.
+    - `restarts`: number of random starts from `type(law).sample_init(key, **law.structure())`.
+    - `inits`: a batched law (leading axis = starts), e.g. a grid built with `from_params`; overrides `restarts`.
+    - `prescreen`: evaluate the objective once at every start and optimize only the best `prescreen`.
+    - `weights`: per-point weights >= 0 ([P] or [T, P]); zero-weight points contribute exactly 0.
+    - `delta`: Huber threshold. `log_residuals`: `log pred - log y` (default) or `pred - y`.
+    - `reduction`: "sum" or "mean" (divide by the weight total).
+    - `penalty`: optional `penalty(law) -> scalar` added to the objective (e.g. L2 on unconstrained exponents).
+    - `max_steps`: cap on objective evaluations per start. `tol`: relative decrease / gradient tolerance
+      (default 1e-10 in float64, 1e-6 in float32).
+    - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
+
+    **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program.
+    """
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"`reduction` must be 'sum' or 'mean'; got {reduction!r}")
+    if not (isinstance(delta, (int, float)) and delta > 0):
+        raise ValueError(f"`delta` must be a positive number; got {delta!r}")
+    if max_steps < 1:
+        raise ValueError(f"`max_steps` must be >= 1; got {max_steps}")
+    arrays = _check_inputs(inputs)
+    Y, W = _check_targets(y, weights, arrays[0].shape[0], log_residuals)
+    if inits is not None:
+        n_starts = jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
+    else:
+        if restarts < 1:
+            raise ValueError(f"`restarts` must be >= 1; got {restarts}")
+        n_starts = restarts
+    if prescreen is not None and not 1 <= prescreen:
+        raise ValueError(f"`prescreen` must be >= 1; got {prescreen}")
+    template = law
+    n_params = n_free_parameters(template) if inits is None else n_free_parameters(jax.tree.map(lambda a: a[0], inits))
+    n_used = int(np.min(np.sum(np.asarray(W) > 0, axis=-1)))
+    if n_used < n_params:
+        warnings.warn(
+            f"fitting {n_params} free parameters to {n_used} points: the law is not identifiable from these data; "
+            "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
+            stacklevel=2,
+        )
+    dtype = Y.dtype
+    if tol is None:
+        tol = 1e-10 if dtype == jnp.float64 else 1e-6
+    options = {
+        "restarts": n_starts,
+        "prescreen": prescreen,
+        "delta": float(delta),
+        "log_residuals": bool(log_residuals),
+        "reduction": reduction,
+        "penalty": penalty,
+        "max_steps": int(max_steps),
+        "tol": float(tol),
+    }
+    batched = Y.ndim == 2
+    Yb, Wb = (Y, W) if batched else (Y[None], W[None])
+    out = _fit_core(template, key, inits, arrays, Yb, Wb, options)
+    if not batched:
+        out = jax.tree.map(lambda leaf: leaf[0], out)
+    result = FitResult(**out, inputs=arrays, y=Y, weights=W, log_residuals=bool(log_residuals))
+    if throw and bool(np.any(np.asarray(result.n_failed) == np.asarray(result.objectives).shape[-1])):
+        raise RuntimeError(
+            f"every start ended non-finite ({int(np.max(np.asarray(result.n_failed)))} of "
+            f"{np.asarray(result.objectives).shape[-1]}); check the law's scale (size_scale), the inits and the data"
+        )
+    return result

@@ -1,0 +1,140 @@
+"""L-BFGS with one value-and-gradient per iteration, for lockstep execution under `jax.vmap`.
+
+optax's `lbfgs` pairs the L-BFGS direction with a zoom line search: a nested while loop which, under vmap, runs
+in lockstep so that every lane pays for the slowest lane's search. Here the line search is unrolled into the
+outer loop instead: each iteration evaluates one trial point `x + step * d`; an Armijo success accepts it and
+asks optax's `scale_by_lbfgs` for the next direction, a failure shrinks the step (safeguarded quadratic
+interpolation) and tries again on the next iteration. Every lane thus costs one `value_and_grad` per iteration,
+and a lane that has stopped keeps its state unchanged (the batched `while_loop` selects per lane).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, Int
+
+# Status codes of a lane.
+RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS = 0, 1, 2, 3, 4
+STATUS_NAMES = {
+    RUNNING: "running",
+    CONVERGED: "converged",
+    STALLED: "stalled",
+    NONFINITE: "non-finite",
+    MAX_STEPS: "max steps",
+}
+
+_ARMIJO_C1 = 1e-4
+_MEMORY = 10
+_MIN_STEP = 1e-12  # relative to the first trial step of a direction
+
+
+class _State(NamedTuple):
+    x: Float[Array, " d"]
+    f: Float[Array, ""]
+    g: Float[Array, " d"]
+    direction: Float[Array, " d"]
+    step: Float[Array, ""]
+    lbfgs: optax.ScaleByLBFGSState
+    steepest: Bool[Array, ""]  # the direction is (capped) steepest descent, with no curvature memory
+    n_steps: Int[Array, ""]
+    status: Int[Array, ""]
+
+
+class Solution(NamedTuple):
+    """Result of one lane: the final point, objective, gradient norm (inf-norm), iterations and status."""
+
+    x: Float[Array, " d"]
+    f: Float[Array, ""]
+    grad_norm: Float[Array, ""]
+    n_steps: Int[Array, ""]
+    status: Int[Array, ""]
+
+
+def _direction(lbfgs: optax.GradientTransformation, x: Array, g: Array, state: optax.ScaleByLBFGSState):
+    """The L-BFGS descent direction at (x, g), falling back to capped steepest descent (memory reset) when the
+    memory gives a non-descent or non-finite direction (possible without a Wolfe curvature check)."""
+    # optax mixes int32 and int64 indices internally; keep it working when a user enables strict promotion.
+    with jax.numpy_dtype_promotion("standard"):
+        precond, new_state = lbfgs.update(g, state, x)
+        fresh_precond, fresh_state = lbfgs.update(g, lbfgs.init(x), x)
+    # optax keeps its memory weights in the default float dtype: keep a float32 fit in float32.
+    direction, fallback = (-precond).astype(x.dtype), (-fresh_precond).astype(x.dtype)
+    ok = (jnp.vdot(direction, g) < 0) & jnp.all(jnp.isfinite(direction))
+    pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(ok, u, v), a, b)  # noqa: E731
+    return pick(direction, fallback), pick(new_state, fresh_state), ~ok
+
+
+def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
+    """Minimize `fun` from `x0` by L-BFGS; vmappable over `x0` (and over data closed over by `fun`).
+
+    Stops a lane when the relative decrease of an accepted step falls to `tol` (twice in a row), the gradient's
+    inf-norm falls to `tol`, no decrease can be found even along steepest descent (`STALLED`: an optimum to
+    working precision), the start is non-finite (`NONFINITE`), or after `max_steps` evaluations.
+    """
+    value_and_grad = jax.value_and_grad(fun)
+    lbfgs = optax.scale_by_lbfgs(memory_size=_MEMORY)
+    f0, g0 = value_and_grad(x0)
+    finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
+    g0 = jnp.where(finite0, g0, 0.0)
+    d0, lbfgs0, _ = _direction(lbfgs, x0, g0, lbfgs.init(x0))
+    status0 = jnp.where(finite0, RUNNING, NONFINITE)
+    status0 = jnp.where(finite0 & (jnp.max(jnp.abs(g0)) <= tol), CONVERGED, status0)
+    one = jnp.ones((), x0.dtype)
+    state = _State(x0, f0, g0, d0, one, lbfgs0, jnp.array(True), jnp.array(1), status0)
+    small = jnp.array(0)
+
+    def cond(carry):
+        state, _ = carry
+        return (state.status == RUNNING) & (state.n_steps < max_steps)
+
+    def body(carry):
+        state, small = carry
+        slope = jnp.vdot(state.g, state.direction)
+        x_try = state.x + state.step * state.direction
+        f_try, g_try = value_and_grad(x_try)
+        finite = jnp.isfinite(f_try) & jnp.all(jnp.isfinite(g_try))
+        accept = finite & (f_try <= state.f + _ARMIJO_C1 * state.step * slope)
+
+        # Accepted: new point, new direction, unit step.
+        g_acc = jnp.where(accept, g_try, state.g)
+        d_acc, lbfgs_acc, steepest_acc = _direction(lbfgs, x_try, g_acc, state.lbfgs)
+        decrease = (state.f - f_try) / jnp.maximum(jnp.abs(f_try), jnp.finfo(f_try.dtype).tiny)
+        small_acc = jnp.where(decrease <= tol, small + 1, 0)
+        status_acc = jnp.where((small_acc >= 2) | (jnp.max(jnp.abs(g_try)) <= tol), CONVERGED, RUNNING)
+
+        # Rejected: shrink the step by safeguarded quadratic interpolation on f along the direction.
+        curvature = f_try - state.f - state.step * slope
+        quad = -slope * state.step**2 / (2.0 * curvature)
+        shrunk = jnp.where(
+            finite & (curvature > 0), jnp.clip(quad, 0.1 * state.step, 0.5 * state.step), 0.1 * state.step
+        )
+        exhausted = shrunk < _MIN_STEP
+        # An exhausted L-BFGS direction restarts as steepest descent; an exhausted steepest descent has stalled.
+        restart = exhausted & ~state.steepest
+        d_sd, lbfgs_sd, _ = _direction(lbfgs, state.x, state.g, lbfgs.init(state.x))
+        status_rej = jnp.where(exhausted & state.steepest, STALLED, RUNNING)
+
+        def choose(accepted, restarted, rejected):
+            return jnp.where(accept, accepted, jnp.where(restart, restarted, rejected))
+
+        new = _State(
+            x=jnp.where(accept, x_try, state.x),
+            f=jnp.where(accept, f_try, state.f),
+            g=g_acc,
+            direction=choose(d_acc, d_sd, state.direction),
+            step=choose(one, one, shrunk),
+            lbfgs=jax.tree.map(lambda a, b, c: choose(a, b, c), lbfgs_acc, lbfgs_sd, state.lbfgs),
+            steepest=choose(steepest_acc, jnp.array(True), state.steepest),
+            n_steps=state.n_steps + 1,
+            status=jnp.where(accept, status_acc, status_rej),
+        )
+        return new, jnp.where(accept, small_acc, small)
+
+    state, _ = jax.lax.while_loop(cond, body, (state, small))
+    status = jnp.where((state.status == RUNNING) & (state.n_steps >= max_steps), MAX_STEPS, state.status)
+    return Solution(state.x, state.f, jnp.max(jnp.abs(state.g)), state.n_steps, status)

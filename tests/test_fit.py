@@ -1,0 +1,249 @@
+"""The fitting engine: recovery of known parameters, objective details, failures, determinism, compile reuse."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import random_mixtures
+
+import camel_jax as cj
+from camel_jax import _fit
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.abs(np.asarray(b)))
+
+
+def test_huber_and_objective_by_hand():
+    r = jnp.array([-0.5, -1e-4, 0.0, 2e-4, 3.0])
+    np.testing.assert_allclose(
+        cj.huber(r, 1e-3), [1e-3 * (0.5 - 5e-4), 5e-9, 0.0, 2e-8, 1e-3 * (3.0 - 5e-4)], rtol=1e-14
+    )
+    law = cj.PowerLaw.from_params(E=1.0, A=2.0, alpha=1.0)
+    x, y, w = jnp.array([1.0, 2.0, 4.0]), jnp.array([3.0, 2.5, 1.0]), jnp.array([1.0, 2.0, 0.5])
+    res = np.log(1.0 + 2.0 / np.asarray(x)) - np.log(np.asarray(y))
+    h = np.where(np.abs(res) <= 0.1, 0.5 * res**2, 0.1 * (np.abs(res) - 0.05))
+    value = cj.objective(law, (x,), y, w, delta=0.1)
+    np.testing.assert_allclose(value, np.sum(np.asarray(w) * h), rtol=1e-14)
+    np.testing.assert_allclose(
+        cj.objective(law, (x,), y, w, delta=0.1, reduction="mean"), np.sum(np.asarray(w) * h) / 3.5, rtol=1e-14
+    )
+    plain = cj.objective(law, (x,), y, w, delta=10.0, log_residuals=False)
+    np.testing.assert_allclose(
+        plain, np.sum(np.asarray(w) * 0.5 * (1.0 + 2.0 / np.asarray(x) - np.asarray(y)) ** 2), rtol=1e-14
+    )
+
+
+def test_zero_weight_points_contribute_exactly_zero_even_with_nan_targets():
+    law = cj.PowerLaw.from_params(E=1.0, A=2.0, alpha=1.0)
+    x, y = jnp.array([1.0, 2.0, 4.0]), jnp.array([3.0, jnp.nan, 1.0])
+    w = jnp.array([1.0, 0.0, 1.0])
+    value, grads = jax.value_and_grad(lambda l: cj.objective(l, (x,), y, w))(law)
+    assert np.isfinite(value) and all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+    np.testing.assert_allclose(value, cj.objective(law, (x[::2],), y[::2], w[::2]), rtol=1e-15)
+
+
+def test_non_positive_predictions_under_log_residuals_have_finite_gradients():
+    law = cj.CAMEL.from_params(t=np.full((1, 2), 1.0), K=[1.0], alpha=[0.5], beta=[0.5], C=-5.0)  # prediction < 0
+    r, M, y = jnp.array([[0.5, 0.5]]), jnp.array([4.0]), jnp.array([2.0])
+    assert float(law(r, M)[0]) < 0
+    value, grads = jax.value_and_grad(lambda l: cj.objective(l, (r, M), y, jnp.ones(1)))(law)
+    assert np.isfinite(value)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+    assert float(grads.C) < 0  # the objective pushes the prediction up
+
+
+RECOVERY = {
+    "Chinchilla": lambda: (
+        cj.Chinchilla.from_params(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28),
+        lambda rng: (10 ** rng.uniform(7, 10, 40), 10 ** rng.uniform(9, 11.5, 40)),
+    ),
+    "PowerLaw": lambda: (
+        cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6),
+        lambda rng: (np.linspace(1.0, 30.0, 20),),
+    ),
+    "LossToBenchmark": lambda: (
+        cj.LossToBenchmark.from_params(k=[1.5, -0.4, 0.9], A=0.6, B=-5.0, C=0.25),
+        lambda rng: (rng.uniform(2.0, 4.5, (60, 3)),),
+    ),
+    "SODMAdditive": lambda: (
+        cj.SODMAdditive.from_params(
+            E=1.5,
+            A=30.0,
+            alpha=0.3,
+            B=200.0,
+            beta=0.35,
+            C=[2.0, 4.0, 3.0],
+            gamma=[0.3, 0.5, 0.7],
+            size_scale=1e8,
+            tokens_scale=1e10,
+        ),
+        lambda rng: (random_mixtures(rng, 80, 3), 10 ** rng.uniform(7.5, 9.5, 80), 10 ** rng.uniform(9.5, 11, 80)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RECOVERY))
+def test_recovers_known_parameters(name):
+    true, make_inputs = RECOVERY[name]()
+    inputs = tuple(jnp.asarray(x) for x in make_inputs(np.random.default_rng(1)))
+    y = true(*inputs)
+    log_residuals = name != "LossToBenchmark"
+    result = cj.fit(true, inputs, y, key=jax.random.key(0), restarts=32, log_residuals=log_residuals, max_steps=3000)
+    assert int(result.n_failed) == 0
+    for key, value in true.params().items():
+        assert rel(result.law.params()[key], value) < 1e-4, (key, result.law.params()[key], value)
+
+
+def camel_problem():
+    t = np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]])
+    true = cj.CAMEL.from_params(t=t, K=[1.0, 0.6], beta=[0.9, 1.5], C=1.5, tied=True, capacity_exponent=3.0)
+    rng = np.random.default_rng(2)
+    sizes = np.arange(4.0, 12.0)
+    r = random_mixtures(rng, 10 * len(sizes), 3)
+    M = np.repeat(sizes, 10)
+    return true, (jnp.asarray(r), jnp.asarray(M))
+
+
+def test_camel_tied_recovers_predictions_and_parameters_up_to_permutation():
+    true, inputs = camel_problem()
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    result = cj.fit(template, inputs, true(*inputs), key=jax.random.key(1), restarts=32, max_steps=3000)
+    rng = np.random.default_rng(9)
+    r_new = jnp.asarray(random_mixtures(rng, 20, 3))
+    for size in (11.0, 22.0):
+        M_new = jnp.full(20, size)
+        assert rel(result.predict(r_new, M_new), true(r_new, M_new)) < 1e-4
+    fitted, expected = result.law.params(), true.params()
+    fitted = {k: np.asarray(v) for k, v in fitted.items()}
+    best = min(
+        itertools.permutations(range(2)), key=lambda p: np.sum(np.abs(fitted["beta"][list(p)] - expected["beta"]))
+    )
+    for key in ("K", "alpha", "beta"):
+        assert rel(fitted[key][list(best)], expected[key]) < 1e-3, key
+    assert rel(fitted["t"][list(best)], expected["t"]) < 1e-3
+    assert rel(fitted["C"], expected["C"]) < 1e-4
+
+
+def test_dml_recovers_predictions():
+    rng = np.random.default_rng(3)
+    true = cj.DML.from_params(t=rng.normal(size=(2, 3)), S=[0.6, 0.4], C=[1.0, 1.5], K=[0.5, 0.3])
+    r = jnp.asarray(random_mixtures(rng, 40, 3))
+    result = cj.fit(true, (r,), true(r), key=jax.random.key(0), restarts=32, max_steps=3000)
+    r_new = jnp.asarray(random_mixtures(rng, 10, 3))
+    assert rel(result.predict(r_new), true(r_new)) < 1e-4
+
+
+def test_several_targets_at_once_equal_separate_fits():
+    true, inputs = camel_problem()
+    other = cj.CAMEL.from_params(**{**true.params(), "C": 2.5}, tied=True, capacity_exponent=3.0)
+    Y = jnp.stack([true(*inputs), other(*inputs)])
+    template = true
+    both = cj.fit(template, inputs, Y, key=jax.random.key(4), restarts=8, max_steps=3000)
+    assert both.objectives.shape == (2, 8) and both.law.C.shape == (2,)
+    single = cj.fit(template, inputs, Y[1], key=jax.random.key(4), restarts=8, max_steps=3000)
+    # the same starts reach the same optimum (lane trajectories may differ in the last bits under another batch)
+    np.testing.assert_allclose(both.predict(*inputs)[1], single.predict(*inputs), rtol=1e-8)
+    np.testing.assert_allclose(both.law.params()["C"][1], 2.5, rtol=1e-6)
+    assert both.predict(*inputs).shape == (2, inputs[0].shape[0])
+
+
+def test_inits_prescreen_and_result_fields():
+    law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
+    x = jnp.linspace(1.0, 30.0, 20)
+    grid = cj.PowerLaw.from_params(E=np.full(50, 1.0), A=np.geomspace(0.1, 100, 50), alpha=np.full(50, 0.3))
+    result = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=grid, prescreen=5)
+    assert result.objectives.shape == (5,) and result.laws.log_A.shape == (5,)
+    values = jax.vmap(lambda l: cj.objective(l, (x,), law(x), jnp.ones(20)))(grid)
+    best5 = np.sort(np.argsort(np.asarray(values))[:5])
+    # the optimized starts are the 5 best grid points (their A values start there)
+    assert result.n_steps.shape == (5,) and np.all(np.asarray(result.converged))
+    summary = result.summary()
+    assert summary["r2"] > 0.999999 and summary["mape_percent"] < 1e-4 and summary["n_converged"] == 5
+    assert len(best5) == 5
+
+
+class Exploding(cj.AbstractLaw):
+    """A user's own law, written outside the package, whose every start is non-finite."""
+
+    log_a: jax.Array
+
+    def __call__(self, x):
+        return jnp.exp(self.log_a) * x / 0.0 * 0.0
+
+    def params(self):
+        return {"a": jnp.exp(self.log_a)}
+
+    @classmethod
+    def from_params(cls, *, a):
+        return cls(log_a=jnp.log(jnp.asarray(a, dtype=float)))
+
+    @classmethod
+    def sample_init(cls, key):
+        return cls(log_a=jax.random.normal(key, ()))
+
+    def structure(self):
+        return {}
+
+
+def test_all_starts_failing_is_reported_and_raises_under_throw():
+    x = jnp.linspace(1.0, 2.0, 5)
+    result = cj.fit(Exploding(jnp.zeros(())), (x,), x, key=jax.random.key(0), restarts=6)
+    assert int(result.n_failed) == 6 and not np.any(np.asarray(result.converged))
+    assert np.all(np.asarray(result.status) == 3)
+    with pytest.raises(RuntimeError, match="every start ended non-finite"):
+        cj.fit(Exploding(jnp.zeros(())), (x,), x, key=jax.random.key(0), restarts=6, throw=True)
+
+
+def test_same_key_same_result_and_no_recompilation():
+    true, inputs = camel_problem()
+    y = true(*inputs)
+    kwargs = dict(key=jax.random.key(5), restarts=3, max_steps=50)
+    a = cj.fit(true, inputs, y, **kwargs)
+    traces = _fit._TRACES["fit"]
+    b = cj.fit(true, inputs, y * 1.01, **{**kwargs, "key": jax.random.key(6)})  # new data and key, same shapes
+    c = cj.fit(true, inputs, y, **kwargs)
+    assert _fit._TRACES["fit"] == traces
+    assert all(np.array_equal(u, v) for u, v in zip(jax.tree.leaves(a.laws), jax.tree.leaves(c.laws)))
+    assert not np.array_equal(a.objectives, b.objectives)
+
+
+def test_penalty_is_added_to_the_objective():
+    law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
+    x = jnp.linspace(1.0, 30.0, 20)
+    penalty = lambda l: 10.0 * (l.log_alpha - jnp.log(0.3)) ** 2  # noqa: E731
+    pulled = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=8, penalty=penalty)
+    free = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=8)
+    assert abs(float(pulled.law.params()["alpha"]) - 0.3) < abs(float(free.law.params()["alpha"]) - 0.3)
+
+
+def test_bad_arguments_raise_before_compute():
+    law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
+    x = jnp.linspace(1.0, 3.0, 4)
+    key = jax.random.key(0)
+    with pytest.raises(TypeError, match="tuple of arrays"):
+        cj.fit(law, x, x, key=key)
+    with pytest.raises(ValueError, match=r"`y` must have shape \(P,\) or \(T, P\) with P=4"):
+        cj.fit(law, (x,), x[:3], key=key)
+    with pytest.raises(ValueError, match="log_residuals=False"):
+        cj.fit(law, (x,), -x, key=key)
+    with pytest.raises(ValueError, match="`reduction`"):
+        cj.fit(law, (x,), x, key=key, reduction="median")
+    with pytest.raises(ValueError, match="zero for every point"):
+        cj.fit(law, (x,), x, key=key, weights=jnp.zeros(4))
+    with pytest.raises(ValueError, match=r"`weights` must have the shape of `y`"):
+        cj.fit(law, (x,), x, key=key, weights=jnp.ones(3))
+    with pytest.raises(ValueError, match="same leading length"):
+        cj.fit(cj.Chinchilla.sample_init(key), (x, x[:3]), x, key=key)
+
+
+def test_float32_fit_runs_in_float32():
+    law = cj.PowerLaw.from_params(E=np.float32(2.0), A=np.float32(5.0), alpha=np.float32(0.6))
+    x = jnp.linspace(1.0, 30.0, 20, dtype=jnp.float32)
+    init = jax.vmap(lambda k: cj.PowerLaw.sample_init(k))(jax.random.split(jax.random.key(0), 8))
+    init = jax.tree.map(lambda a: a.astype(jnp.float32), init)
+    result = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=init)
+    assert result.objective.dtype == jnp.float32
+    assert rel(result.law.params()["alpha"], 0.6) < 1e-3
