@@ -2,9 +2,15 @@
 
 __version__ = "0.1.0"
 
+from . import simulate as simulate
 from ._bootstrap import BootstrapResult as BootstrapResult
 from ._bootstrap import bootstrap as bootstrap
 from ._bootstrap import resample_weights as resample_weights
+from ._design import STRATEGIES as STRATEGIES
+from ._design import allocate as allocate
+from ._design import flops as flops
+from ._design import perturbed_mixtures as perturbed_mixtures
+from ._design import sample_design as sample_design
 from ._fit import FitResult as FitResult
 from ._fit import fit as fit
 from ._fit import huber as huber

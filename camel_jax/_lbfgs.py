@@ -55,18 +55,27 @@ class Solution(NamedTuple):
     status: Int[Array, ""]
 
 
-def _direction(lbfgs: optax.GradientTransformation, x: Array, g: Array, state: optax.ScaleByLBFGSState):
-    """The L-BFGS descent direction at (x, g), falling back to capped steepest descent (memory reset) when the
-    memory gives a non-descent or non-finite direction (possible without a Wolfe curvature check)."""
+def _steepest(lbfgs: optax.GradientTransformation, x: Array, g: Array):
+    """Capped steepest descent -g min(1, 1/|g|) and the L-BFGS state after it, with empty memory.
+
+    This is exactly what optax's `scale_by_lbfgs` returns on its first update; building it directly saves a
+    two-loop recursion per iteration.
+    """
+    scale = jnp.minimum(1.0, 1.0 / jnp.linalg.norm(g))
+    state = lbfgs.init(x)._replace(count=jnp.ones((), jnp.int32), params=x, updates=g)
+    return -scale * g, state
+
+
+def _lbfgs_direction(lbfgs: optax.GradientTransformation, x: Array, g: Array, state: optax.ScaleByLBFGSState):
+    """The L-BFGS direction at (x, g) and whether it is a usable descent direction (without a Wolfe curvature
+    check the memory can make it non-descent or non-finite)."""
     # optax mixes int32 and int64 indices internally; keep it working when a user enables strict promotion.
     with jax.numpy_dtype_promotion("standard"):
         precond, new_state = lbfgs.update(g, state, x)
-        fresh_precond, fresh_state = lbfgs.update(g, lbfgs.init(x), x)
     # optax keeps its memory weights in the default float dtype: keep a float32 fit in float32.
-    direction, fallback = (-precond).astype(x.dtype), (-fresh_precond).astype(x.dtype)
+    direction = (-precond).astype(x.dtype)
     ok = (jnp.vdot(direction, g) < 0) & jnp.all(jnp.isfinite(direction))
-    pick = lambda a, b: jax.tree.map(lambda u, v: jnp.where(ok, u, v), a, b)  # noqa: E731
-    return pick(direction, fallback), pick(new_state, fresh_state), ~ok
+    return direction, new_state, ok
 
 
 def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
@@ -81,7 +90,7 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
     f0, g0 = value_and_grad(x0)
     finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
     g0 = jnp.where(finite0, g0, 0.0)
-    d0, lbfgs0, _ = _direction(lbfgs, x0, g0, lbfgs.init(x0))
+    d0, lbfgs0 = _steepest(lbfgs, x0, g0)
     status0 = jnp.where(finite0, RUNNING, NONFINITE)
     status0 = jnp.where(finite0 & (jnp.max(jnp.abs(g0)) <= tol), CONVERGED, status0)
     one = jnp.ones((), x0.dtype)
@@ -100,9 +109,9 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
         finite = jnp.isfinite(f_try) & jnp.all(jnp.isfinite(g_try))
         accept = finite & (f_try <= state.f + _ARMIJO_C1 * state.step * slope)
 
-        # Accepted: new point, new direction, unit step.
+        # Accepted: new point, new L-BFGS direction (or steepest descent if that is unusable), unit step.
         g_acc = jnp.where(accept, g_try, state.g)
-        d_acc, lbfgs_acc, steepest_acc = _direction(lbfgs, x_try, g_acc, state.lbfgs)
+        d_acc, lbfgs_acc, usable = _lbfgs_direction(lbfgs, x_try, g_acc, state.lbfgs)
         decrease = (state.f - f_try) / jnp.maximum(jnp.abs(f_try), jnp.finfo(f_try.dtype).tiny)
         small_acc = jnp.where(decrease <= tol, small + 1, 0)
         status_acc = jnp.where((small_acc >= 2) | (jnp.max(jnp.abs(g_try)) <= tol), CONVERGED, RUNNING)
@@ -116,20 +125,25 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
         exhausted = shrunk < _MIN_STEP
         # An exhausted L-BFGS direction restarts as steepest descent; an exhausted steepest descent has stalled.
         restart = exhausted & ~state.steepest
-        d_sd, lbfgs_sd, _ = _direction(lbfgs, state.x, state.g, lbfgs.init(state.x))
         status_rej = jnp.where(exhausted & state.steepest, STALLED, RUNNING)
 
-        def choose(accepted, restarted, rejected):
-            return jnp.where(accept, accepted, jnp.where(restart, restarted, rejected))
+        # Steepest descent from the new point (accepted but unusable L-BFGS direction) or the old one (restart).
+        x_new = jnp.where(accept, x_try, state.x)
+        d_sd, lbfgs_sd = _steepest(lbfgs, x_new, g_acc)
+        use_lbfgs = accept & usable
+        use_sd = (accept & ~usable) | (~accept & restart)
+
+        def choose(lbfgs_value, sd_value, unchanged):
+            return jnp.where(use_lbfgs, lbfgs_value, jnp.where(use_sd, sd_value, unchanged))
 
         new = _State(
-            x=jnp.where(accept, x_try, state.x),
+            x=x_new,
             f=jnp.where(accept, f_try, state.f),
             g=g_acc,
             direction=choose(d_acc, d_sd, state.direction),
-            step=choose(one, one, shrunk),
-            lbfgs=jax.tree.map(lambda a, b, c: choose(a, b, c), lbfgs_acc, lbfgs_sd, state.lbfgs),
-            steepest=choose(steepest_acc, jnp.array(True), state.steepest),
+            step=jnp.where(accept | restart, one, shrunk),
+            lbfgs=jax.tree.map(choose, lbfgs_acc, lbfgs_sd, state.lbfgs),
+            steepest=choose(jnp.array(False), jnp.array(True), state.steepest),
             n_steps=state.n_steps + 1,
             status=jnp.where(accept, status_acc, status_rej),
         )

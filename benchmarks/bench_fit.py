@@ -1,0 +1,207 @@
+"""Fitting benchmark: camel-jax's vmapped L-BFGS against scipy L-BFGS-B with a jitted JAX gradient.
+
+Prints figures and ratios measured in the same run; asserts nothing. Sections:
+1. CAMEL k=5, n=5 (41 free parameters) on the paper's 66-point design (6 sizes x 11 perturbed mixtures) of a
+   simulated world, float64, 64 starts x 200 steps: fits/s and best objective, camel-jax vs scipy.
+2. A 1,000-resample warm-started CAMEL bootstrap: wall time and peak memory (in a fresh process).
+3. Epoch AI's Chinchilla data from Hoffmann's 4,500-start grid with prescreening, compile included (fresh
+   process); scipy with a JAX gradient over a random 150 of the grid points, scaled to the full grid.
+
+Usage: python benchmarks/bench_fit.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import camel_jax as cj  # noqa: E402
+from camel_jax import _simulate  # noqa: E402
+from camel_jax._design import perturbed_mixtures  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
+SIZES = np.array([4.0, 5.0, 6.0, 7.0, 8.0, 10.0])
+
+
+def paper_design():
+    world = _simulate.default_world(jax.random.key(0))
+    runs = world.runs(perturbed_mixtures(REFERENCE), SIZES, noise=0.003, key=jax.random.key(1))
+    data = world.mixture_data(runs, "loss_val0")
+    return data
+
+
+def scipy_fits(law_template, inputs, y, starts, maxiter):
+    from scipy.optimize import minimize
+
+    params, static = jax.tree_util.tree_map(lambda x: x, starts), None
+    import equinox as eqx
+
+    params, static = eqx.partition(starts, eqx.is_array)
+    one = jax.tree.map(lambda a: a[0], params)
+    _, unravel = jax.flatten_util.ravel_pytree(one)
+    flat = jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(params)
+    w = jnp.ones_like(y)
+
+    @jax.jit
+    def value_and_grad(x):
+        return jax.value_and_grad(lambda z: cj.objective(eqx.combine(unravel(z), static), inputs, y, w))(x)
+
+    def fun(x):
+        v, g = value_and_grad(jnp.asarray(x))
+        return float(v), np.asarray(g, dtype=float)
+
+    fun(np.asarray(flat[0]))  # compile
+    start = time.perf_counter()
+    best = np.inf
+    for x0 in np.asarray(flat):
+        res = minimize(fun, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
+        if np.isfinite(res.fun):
+            best = min(best, res.fun)
+    return time.perf_counter() - start, best
+
+
+def section_camel(quick: bool) -> None:
+    data = paper_design()
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=5)
+    starts = jax.vmap(lambda k: cj.CAMEL.sample_init(k, n_datasets=5, n_domains=5))(
+        jax.random.split(jax.random.key(3), 64)
+    )
+    kwargs = dict(key=jax.random.key(0), inits=starts, max_steps=200)
+    t0 = time.perf_counter()
+    jax.block_until_ready(cj.fit(template, data.inputs, data.y, **kwargs).objective)
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = cj.fit(template, data.inputs, data.y, **kwargs)
+    jax.block_until_ready(result.objective)
+    ours = time.perf_counter() - t0
+    n_scipy = 16 if quick else 64
+    sub = jax.tree.map(lambda a: a[:n_scipy], starts)
+    scipy_s, scipy_best = scipy_fits(template, data.inputs, data.y, sub, maxiter=200)
+    ours_best_sub = float(np.min(np.asarray(result.objectives)[:n_scipy]))
+    print("\n1. CAMEL k=5, n=5 (41 parameters), 66 points, float64, 64 starts x 200 steps")
+    print(f"   camel-jax: {64 / ours:8.1f} fits/s  ({ours:.3f} s run, {compile_s:.1f} s first call incl. compile)")
+    print(
+        f"   scipy L-BFGS-B + jitted JAX grad: {n_scipy / scipy_s:8.1f} fits/s  ({scipy_s:.2f} s for {n_scipy} starts)"
+    )
+    print(f"   speed ratio: {(64 / ours) / (n_scipy / scipy_s):.1f}x")
+    print(
+        f"   best objective over the same {n_scipy} starts: camel-jax {ours_best_sub:.6e}, scipy {scipy_best:.6e} "
+        f"(ratio {ours_best_sub / scipy_best:.4f}); camel-jax over 64: {float(result.objective):.6e}"
+    )
+
+
+BOOTSTRAP_CHILD = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    sys.path.insert(0, {here!r})
+    import jax, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import camel_jax as cj
+    from bench_fit import paper_design
+    data = paper_design()
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=5)
+    full = cj.fit(template, data.inputs, data.y, key=jax.random.key(0), restarts=64)
+    warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(full.objectives))[:4]], full.laws)
+    t0 = time.perf_counter()
+    boot = cj.bootstrap(full.law, data.inputs, data.y, key=jax.random.key(1), n_resamples={n}, inits=warm,
+                        groups=np.asarray(data.group), chunk_size=250, progress=False, max_steps=1000)
+    jax.block_until_ready(boot.objectives)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(dict(wall=wall, peak_mb=peak, converged=float(np.mean(np.asarray(boot.converged))))))
+    """
+)
+
+EPOCH_CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    t0 = time.perf_counter()
+    sys.path.insert(0, {tests!r})
+    import jax, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import camel_jax as cj
+    import shared_data
+    from test_epoch import hoffmann_grid
+    df = shared_data.epoch_chinchilla()
+    t1 = time.perf_counter()
+    res = cj.fit(cj.Chinchilla.sample_init(jax.random.key(0)), (df["N"].to_numpy(), df["D"].to_numpy()),
+                 df["loss"].to_numpy(), key=jax.random.key(0), inits=hoffmann_grid(), prescreen={k})
+    jax.block_until_ready(res.objective)
+    t2 = time.perf_counter()
+    print(json.dumps(dict(fit_s=t2 - t1, with_import_s=t2 - t0, objective=float(res.objective))))
+    """
+)
+
+
+def child(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def section_bootstrap(quick: bool) -> None:
+    n = 200 if quick else 1000
+    stats = child(BOOTSTRAP_CHILD.format(here=HERE, n=n))
+    print(f"\n2. Warm-started CAMEL bootstrap (k=5, grouped by mixture), {n} resamples x 4 starts")
+    print(
+        f"   wall {stats['wall']:.1f} s (incl. compile), peak memory {stats['peak_mb']:.0f} MB, "
+        f"{100 * stats['converged']:.0f}% converged"
+    )
+
+
+def section_epoch(quick: bool) -> None:
+    tests = os.path.join(os.path.dirname(HERE), "tests")
+    sys.path.insert(0, tests)
+    try:
+        import shared_data
+
+        df = shared_data.epoch_chinchilla()
+    except FileNotFoundError as error:
+        print(f"\n3. Epoch grid: skipped ({error})")
+        return
+    from test_epoch import hoffmann_grid
+
+    for k in (32, 64):
+        stats = child(EPOCH_CHILD.format(tests=tests, k=k))
+        print(
+            f"\n3. Epoch Chinchilla, 4,500-start grid, prescreen={k}: fit {stats['fit_s']:.2f} s incl. compile "
+            f"(process {stats['with_import_s']:.2f} s incl. imports), "
+            f"objective {stats['objective']:.7e} (Epoch 1.0182740e-3)"
+        )
+    grid = hoffmann_grid()
+    n_sub = 40 if quick else 150
+    pick = np.random.default_rng(0).choice(4500, n_sub, replace=False)
+    sub = jax.tree.map(lambda a: a[pick], grid)
+    inputs = (jnp.asarray(df["N"].to_numpy()), jnp.asarray(df["D"].to_numpy()))
+    scipy_s, scipy_best = scipy_fits(None, inputs, jnp.asarray(df["loss"].to_numpy()), sub, maxiter=15000)
+    print(
+        f"   scipy L-BFGS-B + JAX grad over {n_sub} grid points: {scipy_s:.1f} s -> {scipy_s * 4500 / n_sub:.0f} s "
+        f"for the full grid (best {scipy_best:.7e})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["camel", "bootstrap", "epoch"])
+    args = parser.parse_args()
+    print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}, {os.cpu_count()} CPU cores")
+    sections = {"camel": section_camel, "bootstrap": section_bootstrap, "epoch": section_epoch}
+    for name, section in sections.items():
+        if args.only in (None, name):
+            section(args.quick)
+
+
+if __name__ == "__main__":
+    main()
