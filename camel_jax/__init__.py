@@ -17,6 +17,14 @@ from ._fit import huber as huber
 from ._fit import objective as objective
 from ._io import BenchmarkData as BenchmarkData
 from ._io import MixtureData as MixtureData
+from ._optimize import MixtureResult as MixtureResult
+from ._optimize import mixture_path as mixture_path
+from ._optimize import optimal_mixture as optimal_mixture
+from ._optimize import project_capped_simplex as project_capped_simplex
+from ._pipeline import OBJECTIVES as OBJECTIVES
+from ._pipeline import BenchmarkFits as BenchmarkFits
+from ._pipeline import Pipeline as Pipeline
+from ._pipeline import fit_benchmarks as fit_benchmarks
 from .laws import CAMEL as CAMEL
 from .laws import DML as DML
 from .laws import AbstractLaw as AbstractLaw

@@ -116,12 +116,13 @@ class FitResult(eqx.Module):
         mean = np.sum(np.where(mask, w * y, 0), axis=-1, keepdims=True) / np.sum(w, axis=-1, keepdims=True)
         ss_res = np.sum(np.where(mask, w * (pred - y) ** 2, 0), axis=-1)
         ss_tot = np.sum(np.where(mask, w * (y - mean) ** 2, 0), axis=-1)
-        ape = np.where(mask, w * np.abs((pred - y) / np.where(mask, y, 1.0)), 0)
+        scored = mask & (y != 0)  # MAPE is undefined at a zero target (an accuracy of 0): such points are left out
+        ape = np.where(scored, w * np.abs((pred - y) / np.where(scored, y, 1.0)), 0)
         status = np.asarray(self.status)
         return {
             "objective": np.asarray(self.objective),
             "r2": 1.0 - ss_res / ss_tot,
-            "mape_percent": 100.0 * np.sum(ape, axis=-1) / np.sum(w, axis=-1),
+            "mape_percent": 100.0 * np.sum(ape, axis=-1) / np.sum(np.where(scored, w, 0), axis=-1),
             "n_starts": status.shape[-1],
             "n_converged": np.sum(np.asarray(self.converged), axis=-1),
             "n_max_steps": np.sum(status == 4, axis=-1),

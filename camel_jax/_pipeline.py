@@ -1,0 +1,146 @@
+"""The paper's end-to-end map: mixture -> benchmark-proxy loss -> benchmark accuracy -> weighted objective."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jaxtyping import Array, Float
+
+from ._fit import FitResult, fit
+from ._io import BenchmarkData
+from .laws import LossToBenchmark
+
+# Paper Appendix "Details of Benchmark Weights", Table benchmark-weights (exactly).
+OBJECTIVES: dict[str, dict[str, float]] = {
+    "balanced": {
+        "mmlu": 0.20,
+        "arc_c": 0.10,
+        "bbh": 0.15,
+        "gsm8k": 0.15,
+        "math": 0.15,
+        "humaneval": 0.15,
+        "ceval": 0.10,
+    },
+    "math": {"mmlu": 0.12, "arc_c": 0.08, "bbh": 0.12, "gsm8k": 0.15, "math": 0.30, "humaneval": 0.15, "ceval": 0.08},
+    "code": {"mmlu": 0.10, "arc_c": 0.10, "bbh": 0.10, "gsm8k": 0.15, "math": 0.15, "humaneval": 0.25, "ceval": 0.15},
+    "knowledge": {
+        "mmlu": 0.30,
+        "arc_c": 0.16,
+        "bbh": 0.14,
+        "gsm8k": 0.10,
+        "math": 0.04,
+        "humaneval": 0.04,
+        "ceval": 0.22,
+    },
+}
+
+
+class Pipeline(eqx.Module):
+    """Mixture -> accuracy for several benchmarks, and their weighted objective.
+
+        Acc_b(r, M) = C_b + A_b sigmoid(-(L_b(r, M) + B_b)),     objective(r, M) = sum_b w_b Acc_b(r, M)
+
+    where `L_b` is a mixture law (CAMEL by default; any law taking `(r, M)` can stand in) fitted on the
+    benchmark-proxy loss k_b . L of benchmark b, and (A_b, B_b, C_b) come from its `LossToBenchmark` law
+    (Li, Gu & Zhang 2026, Section 2.2). A batched pipeline (every law with a leading resample axis B, e.g. from
+    bootstrap results drawn with the same resample weights) gives distributions: `accuracy` and `objective`
+    then return a leading B axis.
+    """
+
+    loss_laws: dict[str, Any]
+    benchmark_laws: dict[str, LossToBenchmark]
+    weights: tuple[tuple[str, float], ...] = eqx.field(static=True)
+
+    def __init__(
+        self, loss_laws: Mapping[str, Any], benchmark_laws: Mapping[str, LossToBenchmark], weights: Mapping[str, float]
+    ):
+        names = list(weights)
+        for b in names:
+            if b not in loss_laws:
+                raise ValueError(f"benchmark {b!r} has a weight but no loss law; loss laws: {sorted(loss_laws)}")
+            if b not in benchmark_laws:
+                raise ValueError(
+                    f"benchmark {b!r} has a weight but no LossToBenchmark law; have: {sorted(benchmark_laws)}"
+                )
+        self.loss_laws = {b: loss_laws[b] for b in names}
+        self.benchmark_laws = {b: benchmark_laws[b] for b in names}
+        self.weights = tuple((b, float(w)) for b, w in weights.items())
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        """Leading resample axes (empty for a single pipeline), read off the benchmark laws' scalar `A`."""
+        return tuple(next(iter(self.benchmark_laws.values())).A.shape)
+
+    def accuracy(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> dict[str, Array]:
+        """Predicted accuracy per benchmark: {b: [P]} (or [B, P] for a batched pipeline)."""
+        if self.batch_shape:
+            return jax.vmap(lambda p: p.accuracy(r, size))(self)
+        out = {}
+        for b, _ in self.weights:
+            law = self.benchmark_laws[b]
+            out[b] = law.from_proxy(self.loss_laws[b](r, size))
+        return out
+
+    def objective(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Array:
+        """The weighted benchmark objective sum_b w_b Acc_b: [P] (or [B, P])."""
+        acc = self.accuracy(r, size)
+        return sum(w * acc[b] for b, w in self.weights)
+
+
+class BenchmarkFits(eqx.Module):
+    """Result of `fit_benchmarks`: one `LossToBenchmark` per benchmark, the multi-target fit, and each run's
+    benchmark-proxy loss k_b . L."""
+
+    laws: dict[str, LossToBenchmark]
+    result: FitResult
+    proxy: pd.DataFrame = eqx.field(static=True)
+
+
+def fit_benchmarks(
+    df: pd.DataFrame,
+    *,
+    losses: Sequence[str],
+    benchmarks: Sequence[str],
+    key: Array,
+    restarts: int = 64,
+    weights: Array | None = None,
+    delta: float = 1.0,
+    max_steps: int = 5000,
+    **fit_options: Any,
+) -> BenchmarkFits:
+    """Fit the multi-loss loss-to-benchmark law for several benchmarks at once (one compiled multi-target fit).
+
+    Residuals are plain (`pred - y`, accuracies); `delta=1.0` makes the Huber loss a least-squares fit on
+    accuracies in [0, 1]. Validation losses are strongly collinear, so the multi-loss law needs more L-BFGS steps
+    than most laws to converge (`max_steps=5000`; 1000 left most starts unconverged on gadre2024). `weights` [P]
+    (e.g. a 0/1 train mask) apply to every benchmark. The returned `proxy` frame has one column
+    `proxy_<benchmark>` per benchmark, aligned with `df`'s index.
+    """
+    if len(benchmarks) == 0:
+        raise ValueError("`benchmarks` must name at least one column")
+    data = [BenchmarkData.from_frame(df, losses=losses, target=b) for b in benchmarks]
+    L = data[0].L
+    Y = jnp.stack([d.y for d in data])
+    template = LossToBenchmark.sample_init(key, n_losses=len(losses))
+    W = None if weights is None else jnp.broadcast_to(jnp.asarray(weights, dtype=Y.dtype), Y.shape)
+    result = fit(
+        template,
+        (L,),
+        Y,
+        key=key,
+        restarts=restarts,
+        weights=W,
+        log_residuals=False,
+        delta=delta,
+        max_steps=max_steps,
+        **fit_options,
+    )
+    laws = {b: jax.tree.map(lambda leaf, i=i: leaf[i], result.law) for i, b in enumerate(benchmarks)}
+    proxy = pd.DataFrame({f"proxy_{b}": np.asarray(laws[b].proxy_loss(L)) for b in benchmarks}, index=df.index)
+    return BenchmarkFits(laws=laws, result=result, proxy=proxy)

@@ -1,0 +1,97 @@
+"""Mixture optimization: analytic optima, bounds, trust regions, grid search, infeasibility, resamples."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import camel_jax as cj
+
+C = jnp.array([1.0, 2.0, 3.0, 4.0])
+
+
+def log_utility(r):
+    return jnp.sum(C * jnp.log(r))
+
+
+def test_concave_objective_reaches_the_analytic_optimum():
+    result = cj.optimal_mixture(log_utility, 4, key=jax.random.key(0))
+    np.testing.assert_allclose(result.r, C / C.sum(), atol=1e-4)
+    assert float(result.kkt_residual) < 1e-4
+    assert abs(float(jnp.sum(result.r)) - 1) < 1e-12
+
+
+def test_binding_upper_bound_gives_the_analytic_capped_optimum():
+    result = cj.optimal_mixture(log_utility, 4, key=jax.random.key(0), upper=[1.0, 1.0, 1.0, 0.3])
+    expected = np.concatenate([0.7 * np.asarray(C[:3]) / 6.0, [0.3]])
+    np.testing.assert_allclose(result.r, expected, atol=1e-4)
+    assert float(result.r[3]) <= 0.3 + 1e-12 and abs(float(jnp.sum(result.r)) - 1) < 1e-12
+
+
+def test_bounds_and_trust_region_hold_to_1e12():
+    reference = np.array([0.4, 0.3, 0.2, 0.1])
+    linear = lambda r: jnp.dot(jnp.array([0.0, 0.0, 0.0, 1.0]), r)  # pushes everything into dataset 3  # noqa: E731
+    result = cj.optimal_mixture(
+        linear, 4, key=jax.random.key(1), reference=reference, max_shift=0.2, lower=[0.0, 0.0, 0.1, 0.0]
+    )
+    r = np.asarray(result.r)
+    lo, hi = np.maximum(reference * 0.8, [0, 0, 0.1, 0]), reference * 1.2
+    assert np.all(r >= lo - 1e-12) and np.all(r <= hi + 1e-12) and abs(r.sum() - 1) < 1e-12
+    assert abs(r[3] - hi[3]) < 1e-9  # the favoured dataset sits at its trust-region cap
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(lower=[0.5, 0.4, 0.2]), "lower bounds sum to 1.1 > 1"),
+        (dict(upper=[0.3, 0.3, 0.3]), "upper bounds sum to 0.9 < 1"),
+        (dict(lower=[0.5, 0.0, 0.0], upper=[0.4, 1.0, 1.0]), "dataset 0 has lower 0.5 > upper 0.4"),
+        (dict(max_shift=0.2), "needs a `reference`"),
+    ],
+)
+def test_infeasible_bounds_raise_before_compute(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        cj.optimal_mixture(lambda r: jnp.sum(r), 3, key=jax.random.key(0), **kwargs)
+
+
+def test_ascent_matches_dense_grid_search_for_three_datasets():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(3, 3))
+    Q = -(A @ A.T) - 0.1 * np.eye(3)
+    b = rng.normal(size=3)
+    f = lambda r: r @ jnp.asarray(Q) @ r + jnp.asarray(b) @ r + 0.3 * jnp.sin(4 * r[0])  # noqa: E731
+    result = cj.optimal_mixture(f, 3, key=jax.random.key(2))
+    h = 1e-3
+    grid = np.array(
+        [
+            (i * h, j * h, 1 - (i + j) * h)
+            for i, j in itertools.product(range(1001), repeat=2)
+            if (i + j) * h <= 1 + 1e-12
+        ]
+    )
+    values = np.asarray(jax.vmap(f)(jnp.asarray(grid)))
+    best = grid[np.argmax(values)]
+    assert np.max(np.abs(np.asarray(result.r) - best)) <= 2 * h
+    assert float(result.value) >= values.max() - 1e-9
+
+
+def test_zero_weights_at_the_optimum_are_reached_exactly():
+    # KKT: 1 - 2 r0 = 0.2 - 2 r1 = mu on the support gives r = (0.7, 0.3) and mu = -0.4; dataset 2's gradient
+    # there is -1 < mu, so its optimal weight is exactly 0.
+    f = lambda r: jnp.dot(jnp.array([1.0, 0.2, -1.0]), r) - jnp.sum(r**2)  # noqa: E731
+    result = cj.optimal_mixture(f, 3, key=jax.random.key(0))
+    np.testing.assert_allclose(result.r, [0.7, 0.3, 0.0], atol=1e-6)
+    assert float(jnp.min(result.r)) >= 0.0
+
+
+def test_projection_onto_the_capped_simplex():
+    v = jnp.array([0.9, 0.5, -0.2, 0.1])
+    lo, hi = jnp.array([0.0, 0.1, 0.05, 0.0]), jnp.array([0.6, 0.6, 0.6, 0.6])
+    p = np.asarray(cj.project_capped_simplex(v, lo, hi))
+    assert abs(p.sum() - 1) < 1e-12 and np.all(p >= np.asarray(lo)) and np.all(p <= np.asarray(hi))
+    # optimality of a Euclidean projection: <v - p, q - p> <= 0 for feasible q
+    rng = np.random.default_rng(0)
+    q = np.asarray(jax.vmap(lambda x: cj.project_capped_simplex(x, lo, hi))(jnp.asarray(rng.normal(size=(200, 4)))))
+    assert np.all((q - p) @ (np.asarray(v) - p) <= 1e-10)
