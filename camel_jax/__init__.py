@@ -11,6 +11,11 @@ from ._design import allocate as allocate
 from ._design import flops as flops
 from ._design import perturbed_mixtures as perturbed_mixtures
 from ._design import sample_design as sample_design
+from ._evaluate import DMLNested as DMLNested
+from ._evaluate import compare_laws as compare_laws
+from ._evaluate import extrapolation_error as extrapolation_error
+from ._evaluate import select_domains as select_domains
+from ._evaluate import training_masks as training_masks
 from ._fit import FitResult as FitResult
 from ._fit import fit as fit
 from ._fit import huber as huber

@@ -1,0 +1,286 @@
+"""The paper's extrapolation protocol: fit on small sizes, score on a held-out size; law comparison; choice of k.
+
+Repeats are 0/1 weight masks over one fixed table, so all repeats of one (law, n_points) are a single multi-target
+fit: one compiled program, whatever the masks (Li, Gu & Zhang 2026, Appendix "Prediction of Validation Loss":
+train sizes {4,5,6,7,8,10} x 11 mixtures, n in {18, ..., 66} points drawn uniformly, 20 repeats, held-out M=12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jaxtyping import Array, ArrayLike
+
+from ._design import sample_design
+from ._fit import fit
+from ._io import MixtureData
+from .laws import CAMEL, DML, PowerLaw
+
+METRICS = ("mape", "mae", "rmse")
+
+
+def _score(pred: np.ndarray, y: np.ndarray, metric: str) -> np.ndarray:
+    """Error of each row of `pred` [R, Q] against `y` [Q]: MAPE in percent, MAE or RMSE."""
+    if metric == "mape":
+        return 100.0 * np.mean(np.abs(pred / y[None, :] - 1.0), axis=1)
+    if metric == "mae":
+        return np.mean(np.abs(pred - y[None, :]), axis=1)
+    return np.sqrt(np.mean((pred - y[None, :]) ** 2, axis=1))
+
+
+def training_masks(
+    data: MixtureData,
+    train_sizes: Sequence[float],
+    *,
+    n_points: int | None,
+    repeats: int,
+    key: Array,
+    strategy: str | None = None,
+    budget: float | None = None,
+    cost: ArrayLike | None = None,
+) -> np.ndarray:
+    """0/1 masks [repeats, P] choosing training rows among those at `train_sizes`.
+
+    Uniformly `n_points` rows per repeat, or, with a `strategy`, the runs `sample_design` picks under `budget`
+    given each row's `cost` (e.g. FLOPs).
+    """
+    if data.size is None:
+        raise ValueError("the extrapolation protocol needs model sizes: build MixtureData with `size`")
+    size = np.asarray(data.size)
+    pool = np.flatnonzero(np.isin(size, np.asarray(train_sizes, dtype=float)))
+    if len(pool) == 0:
+        raise ValueError(
+            f"no rows at the training sizes {list(train_sizes)}; sizes present: {sorted(set(size.tolist()))}"
+        )
+    keys = jax.random.split(key, repeats)
+    masks = np.zeros((repeats, len(size)))
+    if strategy is None:
+        if n_points is None or not 1 <= n_points <= len(pool):
+            raise ValueError(f"`n_points` must be in [1, {len(pool)}] (rows at the training sizes); got {n_points}")
+        for i, k in enumerate(keys):
+            masks[i, pool[np.asarray(jax.random.permutation(k, len(pool)))[:n_points]]] = 1.0
+        return masks
+    if budget is None or cost is None:
+        raise ValueError("a `strategy` needs a `budget` and a per-row `cost`")
+    runs = pd.DataFrame({"size": size[pool], "cost": np.asarray(cost, dtype=float)[pool]})
+    for i, k in enumerate(keys):
+        masks[i, pool] = sample_design(strategy, runs, budget, k, cost="cost")
+    return masks
+
+
+class DMLNested(eqx.Module):
+    """The DML baseline as the paper runs it (Ye et al. 2025's nested scaling).
+
+    Per mixture, a `PowerLaw` in model size is fitted on that mixture's training runs and extrapolated to the
+    target size; the DML mixture law is then fitted on those predictions and evaluated at the target mixtures.
+    Mixtures with fewer than 3 training sizes are skipped (`n_skipped` in the result). Mixtures are identified
+    by `data.group` (or by identical rows of r when there is no group).
+    """
+
+    n_domains: int | None = eqx.field(static=True, default=None)
+    restarts: int = eqx.field(static=True, default=16)
+    max_steps: int = eqx.field(static=True, default=2000)
+
+    def extrapolate(
+        self, data: MixtureData, masks: np.ndarray, test_size: float, key: Array
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Predictions at the rows of size `test_size` for each mask: ([R, Q], n_skipped [R])."""
+        size = np.asarray(data.size)
+        groups = _mixture_ids(data)
+        ids = np.unique(groups)
+        R, G = masks.shape[0], len(ids)
+        member = groups[None, :] == ids[:, None]  # [G, P]
+        W = (masks[:, None, :] * member[None, :, :]).reshape(R * G, -1)  # one power law per (repeat, mixture)
+        n_sizes = np.array([len(np.unique(size[w > 0])) for w in W])
+        usable = n_sizes >= 3
+        W_fit = np.where(usable[:, None], W, member[np.tile(np.arange(G), R)])  # skipped targets: any valid rows
+        k_size, k_mix = jax.random.split(key)
+        template = PowerLaw.sample_init(k_size, scale=float(np.median(size)))
+        Y = np.broadcast_to(np.asarray(data.y), W.shape)
+        power = fit(
+            template, (data.size,), Y, weights=W_fit, key=k_size, restarts=self.restarts, max_steps=self.max_steps
+        )
+        at_target = np.asarray(jax.vmap(lambda law: law(jnp.full(1, test_size)))(power.law))[:, 0].reshape(R, G)
+        usable = usable.reshape(R, G)
+        r_groups = np.asarray(data.r)[np.argmax(member, axis=1)]  # [G, n]
+        n = r_groups.shape[1]
+        dml = DML.sample_init(k_mix, n_datasets=n, n_domains=self.n_domains or n)
+        y_dml = np.where(usable, at_target, 1.0)
+        mixture_fit = fit(
+            dml,
+            (jnp.asarray(r_groups),),
+            y_dml,
+            weights=usable.astype(float),
+            key=k_mix,
+            restarts=self.restarts,
+            max_steps=self.max_steps,
+        )
+        test = np.flatnonzero(np.isclose(size, test_size))
+        r_test = jnp.asarray(np.asarray(data.r)[test])
+        pred = np.asarray(jax.vmap(lambda law: law(r_test))(mixture_fit.law))
+        return pred, (~usable).sum(axis=1)
+
+
+def _mixture_ids(data: MixtureData) -> np.ndarray:
+    if data.group is not None:
+        return np.asarray(data.group)
+    return np.unique(np.round(np.asarray(data.r), 12), axis=0, return_inverse=True)[1].ravel()
+
+
+def extrapolation_error(
+    law: Any,
+    data: MixtureData,
+    train_sizes: Sequence[float],
+    test_size: float | Sequence[float],
+    *,
+    n_points: int | None = None,
+    repeats: int = 20,
+    key: Array,
+    metric: str = "mape",
+    strategy: str | None = None,
+    budget: float | None = None,
+    cost: ArrayLike | None = None,
+    masks: np.ndarray | None = None,
+    restarts: int = 16,
+    **fit_options: Any,
+) -> pd.DataFrame:
+    """The paper's protocol for one law: choose training runs, fit, score on the held-out size(s); repeat.
+
+    All repeats are one multi-target fit over 0/1 weight masks (`training_masks`, or `masks` given). `law` is a
+    law template (fitted on `data.inputs`) or a `DMLNested`. Returns a tidy frame
+    (repeat, test_size, n_train, error[, n_skipped]) with `metric` in "mape" (percent), "mae", "rmse".
+    """
+    if metric not in METRICS:
+        raise ValueError(f"`metric` must be one of {METRICS}; got {metric!r}")
+    test_sizes = np.atleast_1d(np.asarray(test_size, dtype=float))
+    size = np.asarray(data.size) if data.size is not None else None
+    if size is None:
+        raise ValueError("the extrapolation protocol needs model sizes: build MixtureData with `size`")
+    for s in test_sizes:
+        if not np.any(np.isclose(size, s)):
+            raise ValueError(f"no rows at the held-out size {s}; sizes present: {sorted(set(size.tolist()))}")
+    k_masks, k_fit = jax.random.split(key)
+    if masks is None:
+        masks = training_masks(
+            data,
+            train_sizes,
+            n_points=n_points,
+            repeats=repeats,
+            key=k_masks,
+            strategy=strategy,
+            budget=budget,
+            cost=cost,
+        )
+    masks = np.asarray(masks, dtype=float) * np.asarray(data.weight)[None, :]
+    y = np.asarray(data.y)
+    rows = []
+    if isinstance(law, DMLNested):
+        for s in test_sizes:
+            pred, skipped = law.extrapolate(data, masks, float(s), k_fit)
+            errors = _score(pred, y[np.isclose(size, s)], metric)
+            rows += [
+                {
+                    "repeat": i,
+                    "test_size": s,
+                    "n_train": int(masks[i].astype(bool).sum()),
+                    "error": e,
+                    "n_skipped": int(skipped[i]),
+                }
+                for i, e in enumerate(errors)
+            ]
+        return pd.DataFrame(rows)
+    Y = np.broadcast_to(y, masks.shape)
+    result = fit(law, data.inputs, Y, weights=masks, key=k_fit, restarts=restarts, **fit_options)
+    for s in test_sizes:
+        test = np.isclose(size, s)
+        inputs = tuple(jnp.asarray(np.asarray(x)[test]) for x in data.inputs)
+        pred = np.asarray(result.predict(*inputs))
+        errors = _score(pred, y[test], metric)
+        rows += [
+            {
+                "repeat": i,
+                "test_size": s,
+                "n_train": int(masks[i].astype(bool).sum()),
+                "error": e,
+                "converged": bool(np.asarray(result.converged)[i].any()),
+            }
+            for i, e in enumerate(errors)
+        ]
+    return pd.DataFrame(rows)
+
+
+def compare_laws(
+    laws: Mapping[str, Any],
+    data: MixtureData,
+    train_sizes: Sequence[float],
+    test_size: float | Sequence[float],
+    *,
+    n_points: Sequence[int],
+    repeats: int = 20,
+    key: Array,
+    metric: str = "mape",
+    progress: bool = False,
+    **options: Any,
+) -> pd.DataFrame:
+    """Every law on the same training masks for each n in `n_points` (a paired comparison).
+
+    Returns a tidy frame (law, n_points, repeat, test_size, error, ...).
+    """
+    frames = []
+    for n in n_points:
+        masks = training_masks(data, train_sizes, n_points=int(n), repeats=repeats, key=jax.random.fold_in(key, int(n)))
+        for name, law in laws.items():
+            frame = extrapolation_error(
+                law, data, train_sizes, test_size, masks=masks, key=key, metric=metric, **options
+            )
+            frames.append(frame.assign(law=name, n_points=int(n)))
+            if progress:
+                mean = frame.groupby("test_size")["error"].mean().round(3).to_dict()
+                print(f"  n={n:3d} {name:14s} mean {metric}: {mean}", flush=True)
+    columns = ["law", "n_points", "repeat", "test_size", "error"]
+    out = pd.concat(frames, ignore_index=True)
+    return out[columns + [c for c in out.columns if c not in columns]]
+
+
+def select_domains(
+    k_values: Sequence[int],
+    data: MixtureData,
+    train_sizes: Sequence[float],
+    test_size: float,
+    *,
+    n_points: int,
+    repeats: int = 10,
+    key: Array,
+    tied: bool = True,
+    capacity_exponent: float = 1.0,
+    size_scale: float = 1.0,
+    metric: str = "mape",
+    **options: Any,
+) -> tuple[int, pd.DataFrame]:
+    """Choose CAMEL's number of intrinsic domains k by held-out extrapolation error (the paper's ablation).
+
+    Returns (best k, tidy frame of errors per k).
+    """
+    laws = {
+        f"k={k}": CAMEL.sample_init(
+            key,
+            n_datasets=data.n_datasets,
+            n_domains=int(k),
+            tied=tied,
+            capacity_exponent=capacity_exponent,
+            size_scale=size_scale,
+        )
+        for k in k_values
+    }
+    table = compare_laws(
+        laws, data, train_sizes, test_size, n_points=[n_points], repeats=repeats, key=key, metric=metric, **options
+    )
+    table["k"] = table["law"].str.slice(2).astype(int)
+    mean = table.groupby("k")["error"].mean()
+    return int(mean.idxmin()), table
