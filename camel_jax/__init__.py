@@ -29,7 +29,11 @@ from ._optimize import project_capped_simplex as project_capped_simplex
 from ._pipeline import OBJECTIVES as OBJECTIVES
 from ._pipeline import BenchmarkFits as BenchmarkFits
 from ._pipeline import Pipeline as Pipeline
+from ._pipeline import PipelineFit as PipelineFit
 from ._pipeline import fit_benchmarks as fit_benchmarks
+from ._pipeline import fit_pipeline as fit_pipeline
+from ._save import load as load
+from ._save import save as save
 from .laws import CAMEL as CAMEL
 from .laws import DML as DML
 from .laws import AbstractLaw as AbstractLaw

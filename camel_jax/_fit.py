@@ -192,6 +192,8 @@ def fit_targets(template, key, inits, inputs, Y, W, options):
         keys = jax.random.split(key, options["restarts"])
         structure = template.structure()
         inits = jax.vmap(lambda k: type(template).sample_init(k, **structure))(keys)
+    if options.get("per_target_inits"):
+        return jax.vmap(lambda starts, y, w: _solve_one_target(starts, inputs, y, w, options))(inits, Y, W)
     return jax.vmap(lambda y, w: _solve_one_target(inits, inputs, y, w, options))(Y, W)
 
 
@@ -285,6 +287,7 @@ def fit(
     - `key`: a `jax.random` key; the same key gives the same result.
     - `restarts`: number of random starts from `type(law).sample_init(key, **law.structure())`.
     - `inits`: a batched law (leading axis = starts), e.g. a grid built with `from_params`; overrides `restarts`.
+      With `y` [T, P], inits with two leading axes [T, R] give each target its own starts (e.g. warm starts).
     - `prescreen`: evaluate the objective once at every start and optimize only the best `prescreen`.
     - `weights`: per-point weights >= 0 ([P] or [T, P]); zero-weight points contribute exactly 0.
     - `delta`: Huber threshold. `log_residuals`: `log pred - log y` (default) or `pred - y`.
@@ -304,8 +307,17 @@ def fit(
         raise ValueError(f"`max_steps` must be >= 1; got {max_steps}")
     arrays = _check_inputs(inputs)
     Y, W = _check_targets(y, weights, arrays[0].shape[0], log_residuals)
+    per_target_inits = False
     if inits is not None:
-        n_starts = jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
+        init_leaf = jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0]
+        core_ndim = jax.tree.leaves(eqx.filter(law, eqx.is_array))[0].ndim
+        per_target_inits = init_leaf.ndim == core_ndim + 2
+        if per_target_inits and (Y.ndim != 2 or init_leaf.shape[0] != Y.shape[0]):
+            raise ValueError(
+                f"`inits` with two leading axes (T, R) must match the T={Y.shape[0] if Y.ndim == 2 else None} "
+                f"targets of `y`; got leading shape {init_leaf.shape[:2]}"
+            )
+        n_starts = init_leaf.shape[1] if per_target_inits else init_leaf.shape[0]
     else:
         if restarts < 1:
             raise ValueError(f"`restarts` must be >= 1; got {restarts}")
@@ -313,7 +325,7 @@ def fit(
     if prescreen is not None and not 1 <= prescreen:
         raise ValueError(f"`prescreen` must be >= 1; got {prescreen}")
     template = law
-    n_params = n_free_parameters(template) if inits is None else n_free_parameters(jax.tree.map(lambda a: a[0], inits))
+    n_params = n_free_parameters(template)
     n_used = int(np.min(np.sum(np.asarray(W) > 0, axis=-1)))
     if n_used < n_params:
         warnings.warn(
@@ -333,6 +345,7 @@ def fit(
         "penalty": penalty,
         "max_steps": int(max_steps),
         "tol": float(tol),
+        "per_target_inits": per_target_inits,
     }
     batched = Y.ndim == 2
     Yb, Wb = (Y, W) if batched else (Y[None], W[None])

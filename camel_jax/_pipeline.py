@@ -108,6 +108,7 @@ def fit_benchmarks(
     losses: Sequence[str],
     benchmarks: Sequence[str],
     key: Array,
+    names: Sequence[str] | None = None,
     restarts: int = 64,
     weights: Array | None = None,
     delta: float = 1.0,
@@ -120,7 +121,8 @@ def fit_benchmarks(
     accuracies in [0, 1]. Validation losses are strongly collinear, so the multi-loss law needs more L-BFGS steps
     than most laws to converge (`max_steps=5000`; 1000 left most starts unconverged on gadre2024). `weights` [P]
     (e.g. a 0/1 train mask) apply to every benchmark. The returned `proxy` frame has one column
-    `proxy_<benchmark>` per benchmark, aligned with `df`'s index.
+    `proxy_<name>` per benchmark, aligned with `df`'s index; `names` (default: the benchmark columns) key the
+    laws and proxies, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
     """
     if len(benchmarks) == 0:
         raise ValueError("`benchmarks` must name at least one column")
@@ -141,6 +143,73 @@ def fit_benchmarks(
         max_steps=max_steps,
         **fit_options,
     )
-    laws = {b: jax.tree.map(lambda leaf, i=i: leaf[i], result.law) for i, b in enumerate(benchmarks)}
-    proxy = pd.DataFrame({f"proxy_{b}": np.asarray(laws[b].proxy_loss(L)) for b in benchmarks}, index=df.index)
+    names = list(benchmarks) if names is None else list(names)
+    if len(names) != len(benchmarks):
+        raise ValueError(f"`names` must have one entry per benchmark ({len(benchmarks)}); got {len(names)}")
+    laws = {b: jax.tree.map(lambda leaf, i=i: leaf[i], result.law) for i, b in enumerate(names)}
+    proxy = pd.DataFrame({f"proxy_{b}": np.asarray(laws[b].proxy_loss(L)) for b in names}, index=df.index)
     return BenchmarkFits(laws=laws, result=result, proxy=proxy)
+
+
+class PipelineFit(eqx.Module):
+    """Result of `fit_pipeline`: the point-estimate `pipeline`, the batched `pipelines` over bootstrap
+    resamples (None without resamples), the multi-target mixture-law fit `loss_fit`, and the resample
+    `weights` [B, P] shared by every benchmark."""
+
+    pipeline: Pipeline
+    pipelines: Pipeline | None
+    loss_fit: FitResult
+    weights: Array | None
+
+
+def fit_pipeline(
+    data: Any,
+    benchmarks: BenchmarkFits,
+    objective: Mapping[str, float],
+    *,
+    law: Any,
+    key: Array,
+    n_resamples: int = 0,
+    restarts: int = 16,
+    groups: Any = None,
+    strata: Any = None,
+    **fit_options: Any,
+) -> PipelineFit:
+    """Fit the mixture law on every benchmark's proxy loss and assemble the end-to-end `Pipeline`.
+
+    `data` is a MixtureData of the training runs (its `y` is not used), `benchmarks` the `fit_benchmarks`
+    result on the same rows, `objective` the benchmark weights (e.g. `OBJECTIVES["balanced"]`), `law` the
+    mixture-law template (e.g. a tied CAMEL). Proxy losses are fitted with plain residuals (they can be <= 0).
+    All benchmarks are one multi-target fit; with `n_resamples`, every benchmark is refitted on the same
+    bootstrap resamples (of points, or of `groups` within `strata`), warm-started from the full-data fits, as
+    one further multi-target fit, giving the batched `pipelines`.
+    """
+    from ._bootstrap import resample_weights
+
+    names = [b for b in objective if objective[b] != 0]
+    missing = [b for b in names if f"proxy_{b}" not in benchmarks.proxy.columns]
+    if missing:
+        raise ValueError(f"no fitted loss-to-benchmark law for {missing}; have {sorted(benchmarks.laws)}")
+    Y = jnp.stack([jnp.asarray(benchmarks.proxy[f"proxy_{b}"].to_numpy()) for b in names])
+    if Y.shape[1] != data.n_points:
+        raise ValueError(
+            f"`benchmarks` has {Y.shape[1]} rows but `data` has {data.n_points}: fit both on the same runs"
+        )
+    k_fit, k_boot, k_weights = jax.random.split(key, 3)
+    W = jnp.broadcast_to(data.weight, Y.shape)
+    loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, log_residuals=False, **fit_options)
+    laws = {b: jax.tree.map(lambda leaf, i=i: leaf[i], loss_fit.law) for i, b in enumerate(names)}
+    pipeline = Pipeline(laws, {b: benchmarks.laws[b] for b in names}, {b: objective[b] for b in names})
+    if n_resamples <= 0:
+        return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, weights=None)
+    counts = resample_weights(k_weights, data.n_points, n_resamples, groups=groups, strata=strata).astype(Y.dtype)
+    counts = counts * data.weight[None, :]
+    T, B = len(names), n_resamples
+    Y_all = jnp.repeat(Y, B, axis=0)  # [T * B, P], benchmark-major
+    W_all = jnp.tile(counts, (T, 1))  # the same resamples for every benchmark
+    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], loss_fit.law)  # each its own optimum
+    boot = fit(law, data.inputs, Y_all, weights=W_all, key=k_boot, inits=warm, log_residuals=False, **fit_options)
+    batched = {b: jax.tree.map(lambda leaf, i=i: leaf[i * B : (i + 1) * B], boot.law) for i, b in enumerate(names)}
+    bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (B,) + leaf.shape), benchmarks.laws[b]) for b in names}
+    pipelines = Pipeline(batched, bench, {b: objective[b] for b in names})
+    return PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit, weights=counts)

@@ -123,8 +123,13 @@ class World(eqx.Module):
 
     def objective(self, r: Float[Array, " n"], size: float | Array, weights: dict[str, float]) -> Array:
         """True weighted benchmark accuracy sum_b w_b Acc_b(r, M) of one mixture."""
-        acc = self.accuracies(r[None, :], jnp.reshape(jnp.asarray(size, r.dtype), (1,)))[0]
-        return sum(float(weights.get(b, 0.0)) * acc[i] for i, b in enumerate(self.benchmarks))
+        return self.true_objective(size, weights)(r)
+
+    def true_objective(self, size: float | Array, weights: dict[str, float]) -> TrueObjective:
+        """The true objective at one size as a callable module: `optimal_mixture(world.true_objective(20.0, w),
+        5, key=key)` gives the true optimal mixture, and a new size reuses the compiled program."""
+        w = jnp.asarray([float(weights.get(b, 0.0)) for b in self.benchmarks])
+        return TrueObjective(self, jnp.asarray(size, dtype=w.dtype), w)
 
     def runs(
         self,
@@ -145,8 +150,7 @@ class World(eqx.Module):
         sizes_arr = np.asarray(sizes, dtype=float)
         r = np.tile(mixtures, (len(sizes_arr), 1))
         M = np.repeat(sizes_arr, len(mixtures))
-        L = np.asarray(self.losses(jnp.asarray(r), jnp.asarray(M)))
-        acc = np.asarray(self.accuracies(jnp.asarray(r), jnp.asarray(M)))
+        L, acc = (np.asarray(x) for x in _losses_and_accuracies(self, jnp.asarray(r), jnp.asarray(M)))
         if noise > 0:
             if key is None:
                 raise ValueError("`noise` > 0 needs a `key`")
@@ -171,6 +175,23 @@ class World(eqx.Module):
         return BenchmarkData.from_frame(
             runs, losses=[f"loss_{v}" for v in self.validation_sets], target=f"acc_{benchmark}"
         )
+
+
+@eqx.filter_jit
+def _losses_and_accuracies(world: World, r: Array, size: Array) -> tuple[Array, Array]:
+    return world.losses(r, size), world.accuracies(r, size)
+
+
+class TrueObjective(eqx.Module):
+    """r -> sum_b w_b Acc_b(r, M) of a `World` at one size (arrays traced, so sizes share one compilation)."""
+
+    world: World
+    size: Array
+    weights: Array
+
+    def __call__(self, r: Float[Array, " n"]) -> Array:
+        acc = self.world.accuracies(r[None, :], jnp.reshape(self.size, (1,)).astype(r.dtype))[0]
+        return jnp.dot(self.weights, acc)
 
 
 def default_world(key: Array, *, n_domains: int = 3, n_validation: int = 4, capacity_exponent: float = 3.0) -> World:

@@ -1,0 +1,232 @@
+"""Pictures of fits, extrapolations, optimal mixtures and designs (matplotlib, the `plot` extra).
+
+Every function returns a `matplotlib.figure.Figure`; nothing is shown or saved unless the caller does it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+
+def _plt():
+    try:
+        import matplotlib.pyplot as plt  # headless machines select the Agg backend by themselves
+    except ImportError:
+        raise ImportError("camel_jax.plot needs matplotlib: pip install 'camel-jax[plot]'") from None
+    return plt
+
+
+def predicted_vs_observed(
+    observed: Any,
+    predicted: Any,
+    observed_test: Any = None,
+    predicted_test: Any = None,
+    *,
+    title: str = "",
+    label: str = "value",
+    ax: Any = None,
+):
+    """Scatter of predictions against observations (train, and held-out if given) with the identity line and
+    each split's mean absolute error, as in the paper's benchmark figure."""
+    plt = _plt()
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4.2, 4.0))
+    obs, pred = np.asarray(observed), np.asarray(predicted)
+    ax.scatter(obs, pred, s=18, alpha=0.7, color="tab:blue", label=f"train (MAE {np.mean(np.abs(pred - obs)):.3g})")
+    values = [obs, pred]
+    if observed_test is not None:
+        obs_t, pred_t = np.asarray(observed_test), np.asarray(predicted_test)
+        ax.scatter(
+            obs_t,
+            pred_t,
+            s=30,
+            marker="D",
+            color="tab:orange",
+            edgecolor="k",
+            linewidth=0.5,
+            label=f"held out (MAE {np.mean(np.abs(pred_t - obs_t)):.3g})",
+        )
+        values += [obs_t, pred_t]
+    lo, hi = float(min(v.min() for v in values)), float(max(v.max() for v in values))
+    pad = 0.05 * (hi - lo + 1e-12)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.4", lw=1, ls="--", zorder=0)
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlabel(f"observed {label}")
+    ax.set_ylabel(f"predicted {label}")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.set_aspect("equal")
+    fig.tight_layout()
+    return fig
+
+
+def loss_vs_size(
+    data: Any,
+    law: Any,
+    *,
+    bootstrap: Any = None,
+    extend_to: float | None = None,
+    mixtures: Sequence[int] | None = None,
+    level: float = 0.95,
+    held_out: Any = None,
+    title: str = "",
+    log_size: bool = True,
+):
+    """Loss against model size for a few mixtures: observations, the fitted law's curve (extrapolated to
+    `extend_to`), and a bootstrap band. `data` is a MixtureData with size and group; `law` a law or FitResult;
+    `held_out` an optional MixtureData drawn as open markers (e.g. the held-out size)."""
+    plt = _plt()
+    law = getattr(law, "law", law)
+    groups = np.asarray(data.group) if data.group is not None else np.zeros(data.n_points, int)
+    ids = np.unique(groups) if mixtures is None else np.asarray(mixtures)
+    ids = ids[:6]
+    size = np.asarray(data.size)
+    top = max(
+        float(size.max()), extend_to or 0.0, float(np.asarray(held_out.size).max()) if held_out is not None else 0.0
+    )
+    grid = np.geomspace(size.min(), top, 60) if log_size else np.linspace(size.min(), top, 60)
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    colors = plt.cm.viridis(np.linspace(0.05, 0.9, len(ids)))
+    for color, g in zip(colors, ids):
+        rows = groups == g
+        r = np.asarray(data.r)[rows][0]
+        r_grid = jnp.asarray(np.tile(r, (len(grid), 1)))
+        ax.plot(grid, np.asarray(law(r_grid, jnp.asarray(grid))), color=color, lw=1.5)
+        if bootstrap is not None:
+            low, high = bootstrap.prediction_interval(r_grid, jnp.asarray(grid), level=level)
+            ax.fill_between(grid, low, high, color=color, alpha=0.2, lw=0)
+        ax.scatter(size[rows], np.asarray(data.y)[rows], color=color, s=22, zorder=3, label=f"mixture {g}")
+        if held_out is not None and held_out.group is not None:
+            h = np.asarray(held_out.group) == g
+            ax.scatter(
+                np.asarray(held_out.size)[h],
+                np.asarray(held_out.y)[h],
+                s=40,
+                facecolor="none",
+                edgecolor=color,
+                lw=1.5,
+                zorder=3,
+            )
+    if size.max() < top:
+        ax.axvspan(size.max(), top, color="0.92", zorder=0)
+        ax.text(top, ax.get_ylim()[1], "extrapolation ", ha="right", va="top", fontsize=8, color="0.35")
+    if log_size:
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+        ax.set_xscale("log")
+        ticks = np.unique(np.concatenate([np.unique(size), [top]]))
+        ax.set_xticks(ticks)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("model size M")
+    ax.set_ylabel("loss")
+    band = f" with {level:.0%} bootstrap band" if bootstrap is not None else ""
+    ax.set_title(title or f"fit and extrapolation{band}")
+    ax.legend(fontsize=8, frameon=False, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def mixture_vs_size(
+    path: pd.DataFrame, *, title: str = "Optimal mixture across model sizes", true: pd.DataFrame | None = None
+):
+    """Optimal mixture weight of each dataset against model size (the paper's Figure "evolve"), from
+    `mixture_path`'s frame (with its resample band when present); `true` (same columns) as dashed lines."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    colors = plt.cm.tab10(np.arange(10))
+    for color, (name, part) in zip(colors, path.groupby("dataset", sort=False)):
+        ax.plot(part["size"], part["weight"], marker="o", color=color, label=str(name))
+        if {"low", "high"} <= set(part.columns):
+            ax.fill_between(part["size"], part["low"], part["high"], color=color, alpha=0.18, lw=0)
+        if true is not None:
+            t = true[true["dataset"] == name]
+            ax.plot(t["size"], t["weight"], ls="--", color=color, lw=1)
+    ax.set_xlabel("model size M")
+    ax.set_ylabel("mixture weight")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def sampling_strategies(
+    sizes: Sequence[float], cost_per_run: Any, budget: float, max_per_size: int, *, title: str = ""
+):
+    """The five strategies' allocations under one budget, as in the paper: one circle per run, area growing
+    with model size, columns = sizes."""
+    from ._design import STRATEGIES, allocate
+
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(STRATEGIES), figsize=(2.6 * len(STRATEGIES), 3.0), sharey=True)
+    sizes_arr = np.asarray(sizes, dtype=float)
+    area = 15 + 160 * (sizes_arr / sizes_arr.max()) ** 2
+    for ax, strategy in zip(axes, STRATEGIES):
+        counts = allocate(strategy, sizes_arr, cost_per_run, budget, max_per_size)
+        for i, c in enumerate(counts):
+            ax.scatter(np.full(c, i), np.arange(c), s=area[i], color="tab:blue", alpha=0.75, edgecolor="k", lw=0.4)
+        ax.set_xticks(range(len(sizes_arr)), [f"{s:g}" for s in sizes_arr], fontsize=8)
+        ax.set_title(f"{strategy.replace('_', ' ')}\n{int(counts.sum())} runs", fontsize=9)
+        ax.set_xlim(-0.7, len(sizes_arr) - 0.3)
+        ax.set_ylim(-0.8, max_per_size - 0.2)
+        ax.set_xlabel("model size")
+    axes[0].set_ylabel("runs (mixtures)")
+    fig.suptitle(title or f"sampling strategies under one budget ({budget:.3g})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _mean_and_error(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    grouped = table.groupby(by)["error"]
+    return pd.DataFrame({"mean": grouped.mean(), "se": grouped.std(ddof=1) / np.sqrt(grouped.count())}).reset_index()
+
+
+def strategy_error(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str = "Held-out error vs compute budget"):
+    """Mean held-out error (+- standard error) against budget, one line per strategy; `table` has columns
+    strategy, budget, error."""
+    plt = _plt()
+    stats = _mean_and_error(table, ["strategy", "budget"])
+    fig, ax = plt.subplots(figsize=(5.8, 4.0))
+    for name, part in stats.groupby("strategy", sort=False):
+        ax.errorbar(
+            part["budget"], part["mean"], yerr=part["se"], marker="o", capsize=3, label=str(name).replace("_", " ")
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("compute budget (FLOPs)")
+    ax.set_ylabel(f"held-out {metric}")
+    ax.set_title(title)
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def law_comparison(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str = "Extrapolation error by law"):
+    """Mean held-out error (+- standard error) against the number of training points, one line per law and one
+    panel per held-out size; `table` from `compare_laws`."""
+    plt = _plt()
+    sizes = sorted(table["test_size"].unique())
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.0 * len(sizes), 3.8), squeeze=False)
+    for ax, s in zip(axes[0], sizes):
+        stats = _mean_and_error(table[table["test_size"] == s], ["law", "n_points"])
+        for name, part in stats.groupby("law", sort=False):
+            ax.errorbar(part["n_points"], part["mean"], yerr=part["se"], marker="o", capsize=3, label=str(name))
+        ax.set_yscale("log")
+        ax.set_xlabel("training points n")
+        ax.set_ylabel(f"held-out {metric}")
+        ax.set_title(f"held-out size {s:g}")
+    axes[0][0].legend(fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Any, path: str, dpi: int = 130) -> None:
+    """Write a figure to `path` and close it."""
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    _plt().close(fig)
