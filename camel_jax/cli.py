@@ -1,21 +1,87 @@
-"""The `camel-jax` command line: `camel-jax demo | --version`."""
+"""The `camel-jax` command line (also `python -m camel_jax`).
+
+    camel-jax demo                       the end-to-end demo (offline)
+    camel-jax fit runs.csv               fit a mixture law to a CSV -> JSON with intervals, .npz, figure
+    camel-jax optimize fit.npz --size 20 optimal mixture for a target size from a saved fit or pipeline
+    camel-jax design --sizes 4,5,6 ...   choose runs under a FLOPs budget -> CSV
+
+A problem with the user's input (a missing file or column, bad values) exits with code 2 and one line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from . import __version__
+
+LAWS = ("camel", "camel-tied", "sodm-additive", "sodm-joint", "dml", "chinchilla", "power")
+
+
+class UserError(Exception):
+    """A problem with the command line's input, reported as one line with exit code 2."""
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--{name} must be comma-separated numbers; got {text!r}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="camel-jax", description="Data-mixture scaling laws in JAX.")
     parser.add_argument("--version", action="version", version=f"camel-jax {__version__}")
     sub = parser.add_subparsers(dest="command")
+
     demo = sub.add_parser("demo", help="run the end-to-end demo on data shipped in the package (offline)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--out", default="camel-demo", help="folder for the figures (default ./camel-demo)")
-    demo.add_argument("--quick", action="store_true", help="a smaller run, for tests")
+    demo.add_argument("--quick", action="store_true", help="fewer bootstrap resamples")
+
+    fit = sub.add_parser("fit", help="fit a law to a CSV of runs; write JSON (with intervals), .npz and a figure")
+    fit.add_argument("csv", help="the runs table")
+    fit.add_argument("--law", choices=LAWS, default="camel-tied", help="the law (default camel-tied)")
+    fit.add_argument("--mixture", help="comma-separated mixture columns (default: every column starting with r_)")
+    fit.add_argument("--size", help="model-size column (default: 'size' if present)")
+    fit.add_argument("--tokens", help="tokens column (default: 'tokens' if present and the law uses it)")
+    fit.add_argument("--target", default="loss", help="loss column (default 'loss')")
+    fit.add_argument("--domains", type=int, default=3, help="CAMEL/DML intrinsic domains k (default 3)")
+    fit.add_argument("--capacity-exponent", type=float, default=1.0, help="tied CAMEL: capacity ~ M^c (default 1)")
+    fit.add_argument("--restarts", type=int, default=32)
+    fit.add_argument("--resamples", type=int, default=200, help="bootstrap resamples for the intervals (0: none)")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--out", default="camel-fit", help="output prefix (default camel-fit: .json, .npz, .png)")
+
+    opt = sub.add_parser("optimize", help="optimal mixture for a target size from a saved fit or pipeline")
+    opt.add_argument("saved", help="a .npz written by `camel-jax fit` (minimizes the loss) or camel_jax.save(pipeline)")
+    opt.add_argument("--size", type=float, required=True, help="target model size, in the units of the fit")
+    opt.add_argument("--objective", default=None, help="pipeline objective: balanced|math|code|knowledge")
+    opt.add_argument("--weights", default=None, help="pipeline weights as name=w,name=w (instead of --objective)")
+    opt.add_argument("--reference", default=None, help="reference mixture (comma-separated) for --max-shift")
+    opt.add_argument("--max-shift", type=float, default=None, help="trust region: r_j within ref_j (1 +- shift)")
+    opt.add_argument("--lower", default=None, help="per-dataset lower bounds (comma-separated)")
+    opt.add_argument("--upper", default=None, help="per-dataset upper bounds (comma-separated)")
+    opt.add_argument("--seed", type=int, default=0)
+
+    design = sub.add_parser("design", help="choose (size, mixture) runs under a FLOPs budget -> CSV")
+    design.add_argument("--sizes", required=True, help="model sizes, comma-separated, increasing (e.g. 4,5,6,7,8,10)")
+    design.add_argument("--budget", type=float, required=True, help="compute budget (FLOPs, or the units of --costs)")
+    design.add_argument(
+        "--strategy", default="hourglass", help="rectangle|triangle|inverted_triangle|diamond|hourglass"
+    )
+    design.add_argument("--costs", default=None, help="cost of one run per size (default 6 N D, N from --params)")
+    design.add_argument("--params", default=None, help="active parameters per size (default: the paper's architecture)")
+    design.add_argument("--tokens", type=float, default=20e9, help="tokens per run for 6 N D (default 2e10)")
+    design.add_argument("--mixtures", type=int, default=11, help="mixtures available per size (default 11)")
+    design.add_argument("--reference", default=None, help="reference mixture: runs get its +-20%% perturbations")
+    design.add_argument("--seed", type=int, default=0)
+    design.add_argument("--out", default="design.csv", help="output CSV (default design.csv)")
     return parser
 
 
@@ -25,13 +91,274 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    if args.command == "demo":
-        from ._demo import run_demo
+    try:
+        if args.command == "demo":
+            from ._demo import run_demo
 
-        run_demo(seed=args.seed, out=args.out, quick=args.quick)
-        return 0
-    parser.error(f"unknown command {args.command!r}")  # pragma: no cover
-    return 2
+            run_demo(seed=args.seed, out=args.out, quick=args.quick)
+        elif args.command == "fit":
+            _fit(args)
+        elif args.command == "optimize":
+            _optimize(args)
+        elif args.command == "design":
+            _design(args)
+    except UserError as error:
+        print(f"camel-jax {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, FileNotFoundError, OSError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"camel-jax {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _read_csv(path: str):
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise UserError(f"no such file: {path}")
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read {path} as CSV: {str(error).splitlines()[0]}") from None
+
+
+def _law_template(args: argparse.Namespace, n: int, size_scale: float, tokens_scale: float):
+    import jax
+
+    from . import laws
+
+    key = jax.random.key(args.seed)
+    if args.law in ("camel", "camel-tied"):
+        tied = args.law == "camel-tied"
+        return laws.CAMEL.sample_init(
+            key,
+            n_datasets=n,
+            n_domains=args.domains,
+            tied=tied,
+            capacity_exponent=args.capacity_exponent,
+            size_scale=size_scale,
+        )
+    if args.law == "dml":
+        return laws.DML.sample_init(key, n_datasets=n, n_domains=args.domains)
+    if args.law in ("sodm-additive", "sodm-joint"):
+        cls = laws.SODMAdditive if args.law == "sodm-additive" else laws.SODMJoint
+        return cls.sample_init(
+            key, n_datasets=n, tokens=args.tokens is not None, size_scale=size_scale, tokens_scale=tokens_scale
+        )
+    if args.law == "chinchilla":
+        return laws.Chinchilla.sample_init(key, size_scale=size_scale, tokens_scale=tokens_scale)
+    return laws.PowerLaw.sample_init(key, scale=size_scale)
+
+
+def _fit(args: argparse.Namespace) -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from . import plot
+    from ._bootstrap import bootstrap
+    from ._fit import fit
+    from ._io import MixtureData
+    from ._save import save
+
+    df = _read_csv(args.csv)
+    mixture = (
+        [c.strip() for c in args.mixture.split(",")]
+        if args.mixture
+        else [c for c in df.columns if str(c).startswith("r_")]
+    )
+    uses_mixture = args.law not in ("chinchilla", "power")
+    uses_size = args.law != "dml"
+    if uses_mixture and not mixture:
+        raise UserError("no mixture columns: name them with --mixture or prefix them with r_")
+    size = args.size or ("size" if "size" in df.columns and uses_size else None)
+    if uses_size and size is None:
+        raise UserError(f"the {args.law} law needs a model-size column: --size (columns: {list(df.columns)})")
+    if args.tokens is None and "tokens" in df.columns and args.law in ("chinchilla", "sodm-additive", "sodm-joint"):
+        args.tokens = "tokens"
+    if args.law == "chinchilla" and args.tokens is None:
+        raise UserError("the chinchilla law needs a tokens column: --tokens")
+    if args.target not in df.columns:
+        raise UserError(f"column {args.target!r} not found (--target); available columns: {list(df.columns)}")
+    if uses_mixture:
+        data = MixtureData.from_frame(
+            df, mixture=mixture, target=args.target, size=size if uses_size else None, tokens=args.tokens
+        )
+    else:
+        placeholder = df.assign(__r=1.0)
+        data = MixtureData.from_frame(placeholder, mixture=["__r"], target=args.target, size=size, tokens=args.tokens)
+    size_scale = float(np.exp(np.mean(np.log(np.asarray(data.size))))) if data.size is not None else 1.0
+    tokens_scale = float(np.exp(np.mean(np.log(np.asarray(data.tokens))))) if data.tokens is not None else 1.0
+    template = _law_template(args, len(mixture), size_scale, tokens_scale)
+    inputs = data.inputs if uses_mixture else data.inputs[1:]
+    if not uses_size:
+        inputs = data.inputs[:1]
+    key = jax.random.key(args.seed)
+    result = fit(template, inputs, data.y, key=key, restarts=args.restarts)
+    out = {
+        "law": type(result.law).__name__,
+        "csv": args.csv,
+        "columns": {
+            "mixture": mixture if uses_mixture else [],
+            "size": size,
+            "tokens": args.tokens,
+            "target": args.target,
+        },
+        "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
+        "summary": {k: np.asarray(v).tolist() for k, v in result.summary().items()},
+    }
+    boot = None
+    if args.resamples > 0:
+        warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:4]], result.laws)
+        boot = bootstrap(result.law, inputs, data.y, key=key, n_resamples=args.resamples, inits=warm, progress=True)
+        out["intervals_95"] = {
+            k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
+        }
+        out["bootstrap_resamples"] = args.resamples
+    prefix = Path(args.out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{prefix}.json").write_text(json.dumps(out, indent=2))
+    save(result, f"{prefix}.npz")
+    if uses_mixture and uses_size:
+        data_with_groups = MixtureData(
+            r=data.r,
+            y=data.y,
+            size=data.size,
+            tokens=data.tokens,
+            group=np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel(),
+        )
+        fig = plot.loss_vs_size(
+            data_with_groups,
+            result.law if data.tokens is None else _fixed_tokens(result.law, data),
+            bootstrap=boot if data.tokens is None else None,
+        )
+    else:
+        fig = plot.predicted_vs_observed(data.y, result.predict(*inputs), title=f"{out['law']} fit", label=args.target)
+    plot.save_figure(fig, f"{prefix}.png")
+    s = result.summary()
+    print(
+        f"{out['law']}: objective {float(s['objective']):.4g}, R^2 {float(s['r2']):.5f}, MAPE {float(s['mape_percent']):.3f}%, "
+        f"{int(s['n_converged'])}/{s['n_starts']} starts converged"
+    )
+    for name, value in out["params"].items():
+        interval = out.get("intervals_95", {}).get(name)
+        text = np.array2string(np.asarray(value), precision=4, separator=", ")
+        if interval is not None:
+            text += f"  95% [{np.array2string(np.asarray(interval[0]), precision=4, separator=', ')}, {np.array2string(np.asarray(interval[1]), precision=4, separator=', ')}]"
+        print(f"  {name}: {text}")
+    print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
+
+
+def _fixed_tokens(law: Any, data: Any):
+    """A token-aware law drawn against size at the median token count (for the figure only)."""
+    import jax.numpy as jnp
+
+    tokens = float(np.median(np.asarray(data.tokens)))
+    return lambda r, size: law(r, size, jnp.full(size.shape, tokens))
+
+
+def _optimize(args: argparse.Namespace) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    from ._fit import FitResult
+    from ._optimize import optimal_mixture
+    from ._pipeline import OBJECTIVES, Pipeline
+    from ._save import load
+
+    if not Path(args.saved).is_file():
+        raise UserError(f"no such file: {args.saved}")
+    saved = load(args.saved)
+    bounds: dict[str, Any] = {}
+    if args.lower:
+        bounds["lower"] = _floats(args.lower, "lower")
+    if args.upper:
+        bounds["upper"] = _floats(args.upper, "upper")
+    if args.max_shift is not None:
+        if not args.reference:
+            raise UserError("--max-shift needs --reference")
+        bounds |= {"reference": _floats(args.reference, "reference"), "max_shift": args.max_shift}
+    key = jax.random.key(args.seed)
+    if isinstance(saved, FitResult):
+        law = saved.law
+        n = law.structure().get("n_datasets")
+        if n is None:
+            raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
+        size = jnp.asarray([args.size])
+        result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
+        print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
+    elif isinstance(saved, Pipeline):
+        if args.objective and args.weights:
+            raise UserError("give --objective or --weights, not both")
+        if args.weights:
+            weights = {}
+            for item in args.weights.split(","):
+                name, _, value = item.partition("=")
+                weights[name.strip()] = float(value)
+        else:
+            name = args.objective or "balanced"
+            if name not in OBJECTIVES:
+                raise UserError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
+            weights = OBJECTIVES[name]
+        pipeline = Pipeline(
+            saved.loss_laws, saved.benchmark_laws, {b: w for b, w in weights.items() if b in saved.loss_laws}
+        )
+        n = next(iter(saved.loss_laws.values())).structure()["n_datasets"]
+        result = optimal_mixture(pipeline, int(n), key=key, model_size=args.size, **bounds)
+        print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
+    else:
+        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult or a Pipeline")
+    r = np.asarray(result.r)
+    print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))
+    print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+
+
+def _design(args: argparse.Namespace) -> None:
+    import jax
+    import pandas as pd
+
+    from ._design import STRATEGIES, perturbed_mixtures, sample_design
+    from ._simulate import paper_active_params
+
+    if args.strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    sizes = np.asarray(_floats(args.sizes, "sizes"))
+    if args.costs:
+        costs = np.asarray(_floats(args.costs, "costs"))
+        if costs.shape != sizes.shape:
+            raise UserError(f"--costs needs one value per size ({len(sizes)}); got {len(costs)}")
+        params = np.full(len(sizes), np.nan)
+    else:
+        params = np.asarray(_floats(args.params, "params")) if args.params else np.asarray(paper_active_params(sizes))
+        if params.shape != sizes.shape:
+            raise UserError(f"--params needs one value per size ({len(sizes)}); got {len(params)}")
+        costs = 6.0 * params * args.tokens
+    if args.reference:
+        mixtures = perturbed_mixtures(_floats(args.reference, "reference"))
+    else:
+        mixtures = None
+    n_mix = len(mixtures) if mixtures is not None else args.mixtures
+    runs = pd.DataFrame(
+        {
+            "size": np.repeat(sizes, n_mix),
+            "mixture": np.tile(np.arange(n_mix), len(sizes)),
+            "params": np.repeat(params, n_mix),
+            "flops": np.repeat(costs, n_mix),
+        }
+    )
+    if mixtures is not None:
+        for j in range(mixtures.shape[1]):
+            runs[f"r_{j}"] = np.tile(mixtures[:, j], len(sizes))
+    mask = sample_design(args.strategy, runs, args.budget, jax.random.key(args.seed))
+    chosen = runs[mask.astype(bool)].reset_index(drop=True)
+    chosen.to_csv(args.out, index=False)
+    per_size = chosen.groupby("size").size().reindex(sizes, fill_value=0)
+    print(
+        f"{args.strategy}: {len(chosen)} runs, {chosen['flops'].sum():.4g} of {args.budget:.4g} budget; per size: "
+        + ", ".join(f"{s:g}: {c}" for s, c in per_size.items())
+    )
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":  # pragma: no cover

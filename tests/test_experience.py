@@ -1,0 +1,216 @@
+"""The user's experience: CLI, save/load round trips, plots rendered to PNG, the demo."""
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import camel_jax as cj  # noqa: E402
+from camel_jax import cli, plot, simulate  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def runs_csv(tmp_path_factory):
+    world = simulate.default_world(jax.random.key(0))
+    runs = world.runs(
+        cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0, 10.0], noise=0.002, key=jax.random.key(1)
+    )
+    table = runs.rename(columns={"loss_val0": "loss"})[
+        [c for c in runs.columns if c.startswith("r_")] + ["size", "tokens", "loss"]
+    ]
+    path = tmp_path_factory.mktemp("cli") / "runs.csv"
+    table.to_csv(path, index=False)
+    return path
+
+
+def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
+    prefix = tmp_path / "fit"
+    assert cli.main(["fit", str(runs_csv), "--resamples", "20", "--restarts", "8", "--out", str(prefix)]) == 0
+    out = json.loads((tmp_path / "fit.json").read_text())
+    assert out["law"] == "CAMEL" and set(out["intervals_95"]) == {"t", "K", "alpha", "beta", "C"}
+    assert (tmp_path / "fit.png").stat().st_size > 10_000 and (tmp_path / "fit.npz").exists()
+    assert (
+        cli.main(
+            [
+                "optimize",
+                str(tmp_path / "fit.npz"),
+                "--size",
+                "20",
+                "--reference",
+                "0.35,0.25,0.15,0.1,0.15",
+                "--max-shift",
+                "0.2",
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    mixture = [float(x) for x in printed.split("optimal mixture: ")[1].splitlines()[0].split(", ")]
+    assert abs(sum(mixture) - 1) < 1e-3 and all(x >= 0 for x in mixture)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "missing.csv"], "no such file: missing.csv"),
+        (["fit", "{csv}", "--target", "lost"], "column 'lost' not found"),
+        (["fit", "{csv}", "--mixture", "r_english,r_nope"], "column 'r_nope' not found"),
+        (["fit", "{bad}"], "column 'loss' has a non-numeric value 'oops' at row 2"),
+        (["design", "--sizes", "4,5,x", "--budget", "1e20"], "--sizes must be comma-separated numbers"),
+        (["design", "--sizes", "4,5", "--budget", "1e20", "--strategy", "circle"], "unknown strategy 'circle'"),
+        (["optimize", "missing.npz", "--size", "20"], "no such file"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(argv, message, runs_csv, tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    table = pd.read_csv(runs_csv).astype({"loss": object})
+    table.loc[2, "loss"] = "oops"
+    table.to_csv(bad, index=False)
+    argv = [a.format(csv=runs_csv, bad=bad) for a in argv]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_cli_design_writes_a_runs_table_within_budget(tmp_path, capsys):
+    out = tmp_path / "design.csv"
+    budget = 2e20
+    assert (
+        cli.main(
+            [
+                "design",
+                "--sizes",
+                "4,5,6,7,8,10",
+                "--budget",
+                str(budget),
+                "--strategy",
+                "hourglass",
+                "--reference",
+                "0.35,0.25,0.15,0.1,0.15",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    table = pd.read_csv(out)
+    assert table["flops"].sum() <= budget and {"size", "mixture", "flops", "r_0"} <= set(table.columns)
+
+
+def test_module_entry_point_and_help():
+    for argv in (["--version"], ["fit", "--help"], ["optimize", "--help"], ["design", "--help"], ["demo", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "camel_jax", *argv], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and ("camel-jax" in out.stdout or "usage" in out.stdout)
+
+
+def small_fit():
+    true = cj.CAMEL.from_params(
+        t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]),
+        K=[1.0, 0.6],
+        beta=[0.9, 1.5],
+        C=1.5,
+        tied=True,
+        capacity_exponent=3.0,
+    )
+    r = jnp.asarray(np.random.default_rng(0).dirichlet(np.ones(3), 24))
+    M = jnp.repeat(jnp.arange(4.0, 10.0), 4)
+    return true, (r, M), cj.fit(true, (r, M), true(r, M), key=jax.random.key(0), restarts=4, max_steps=100)
+
+
+def same_tree(a, b):
+    return jax.tree.structure(a) == jax.tree.structure(b) and all(
+        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+    )
+
+
+def test_save_load_round_trips_exactly(tmp_path):
+    true, inputs, result = small_fit()
+    assert same_tree(result, cj.load(cj.save(result, tmp_path / "fit")))
+    boot = cj.bootstrap(
+        true, inputs, true(*inputs), key=jax.random.key(1), n_resamples=6, restarts=2, max_steps=50, progress=False
+    )
+    assert same_tree(boot, cj.load(cj.save(boot, tmp_path / "boot.npz")))
+    pipe = cj.Pipeline(
+        {"mmlu": result.law}, {"mmlu": cj.LossToBenchmark.from_params(k=[1.0], A=0.7, B=-2.0, C=0.25)}, {"mmlu": 1.0}
+    )
+    back = cj.load(cj.save(pipe, tmp_path / "pipe"))
+    assert same_tree(pipe, back) and back.weights == pipe.weights
+
+
+def test_load_refuses_newer_formats_and_unknown_laws(tmp_path):
+    _, _, result = small_fit()
+    path = cj.save(result, tmp_path / "fit")
+    with np.load(path) as stored:
+        arrays = {k: stored[k] for k in stored.files}
+    meta = json.loads(str(arrays["__meta__"]))
+    for change, message in (
+        ({"format_version": 99}, "format version 99"),
+        ({"law": {**meta["law"], "class": "nowhere:Law"}}, "unknown law class 'nowhere:Law'"),
+    ):
+        np.savez(tmp_path / "edited.npz", **{**arrays, "__meta__": np.array(json.dumps({**meta, **change}))})
+        with pytest.raises(ValueError, match=message):
+            cj.load(tmp_path / "edited.npz")
+
+
+def rendered(fig, path):
+    plot.save_figure(fig, str(path))
+    image = matplotlib.image.imread(path)
+    return path.stat().st_size > 8_000 and float(np.std(image[..., :3])) > 0.02
+
+
+def test_every_plot_renders_a_nontrivial_png(tmp_path):
+    true, (r, M), result = small_fit()
+    boot = cj.bootstrap(
+        true, (r, M), true(r, M), key=jax.random.key(1), n_resamples=8, inits=result.laws, max_steps=50, progress=False
+    )
+    data = cj.MixtureData(r=r, y=true(r, M), size=M, group=np.tile(np.arange(4), 6))
+    table = pd.DataFrame(
+        {
+            "law": ["a", "a", "b", "b"] * 2,
+            "n_points": [10, 20] * 4,
+            "test_size": [12.0] * 8,
+            "error": np.linspace(0.1, 1, 8),
+        }
+    )
+    strategies = pd.DataFrame(
+        {"strategy": ["rectangle", "hourglass"] * 4, "budget": [1e18] * 4 + [1e19] * 4, "error": np.linspace(0.2, 1, 8)}
+    )
+    path = pd.DataFrame(
+        {
+            "size": [4.0, 4.0, 20.0, 20.0],
+            "dataset": ["a", "b", "a", "b"],
+            "weight": [0.3, 0.7, 0.4, 0.6],
+            "low": [0.2, 0.6, 0.3, 0.5],
+            "high": [0.4, 0.8, 0.5, 0.7],
+        }
+    )
+    figures = {
+        "pvo": plot.predicted_vs_observed(np.arange(5.0), np.arange(5.0) + 0.1, np.arange(2.0), np.arange(2.0)),
+        "loss": plot.loss_vs_size(data, result, bootstrap=boot, extend_to=20.0),
+        "path": plot.mixture_vs_size(path),
+        "strategies": plot.sampling_strategies([4, 5, 6, 7, 8, 10], np.array([4, 5, 6, 7, 8, 10.0]) ** 3, 5000.0, 11),
+        "strategy_error": plot.strategy_error(strategies),
+        "laws": plot.law_comparison(table),
+    }
+    for name, fig in figures.items():
+        assert rendered(fig, tmp_path / f"{name}.png"), name
+
+
+def test_demo_runs_offline_and_beats_the_reference(tmp_path):
+    numbers = cj._demo.run_demo(seed=0, out=str(tmp_path), quick=True) if hasattr(cj, "_demo") else None
+    if numbers is None:
+        from camel_jax._demo import run_demo
+
+        numbers = run_demo(seed=0, out=str(tmp_path), quick=True)
+    assert numbers["scores"]["predicted"] > numbers["scores"]["reference"]
+    assert numbers["captured"] > 0.5
+    assert max(numbers["benchmark_mae"].values()) < 0.01
+    assert len(list(tmp_path.glob("*.png"))) == 4
