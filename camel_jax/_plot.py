@@ -167,19 +167,34 @@ def sampling_strategies(
     fig, axes = plt.subplots(1, len(STRATEGIES), figsize=(2.6 * len(STRATEGIES), 3.0), sharey=True)
     sizes_arr = np.asarray(sizes, dtype=float)
     area = 15 + 160 * (sizes_arr / sizes_arr.max()) ** 2
+    allocations = {
+        strategy: allocate(strategy, sizes_arr, cost_per_run, budget, max_per_size) for strategy in STRATEGIES
+    }
+    tallest = max(1, max(int(c.max()) for c in allocations.values()))
     for ax, strategy in zip(axes, STRATEGIES):
-        counts = allocate(strategy, sizes_arr, cost_per_run, budget, max_per_size)
+        counts = allocations[strategy]
         for i, c in enumerate(counts):
             ax.scatter(np.full(c, i), np.arange(c), s=area[i], color="tab:blue", alpha=0.75, edgecolor="k", lw=0.4)
         ax.set_xticks(range(len(sizes_arr)), [f"{s:g}" for s in sizes_arr], fontsize=8)
         ax.set_title(f"{strategy.replace('_', ' ')}\n{int(counts.sum())} runs", fontsize=9)
         ax.set_xlim(-0.7, len(sizes_arr) - 0.3)
-        ax.set_ylim(-0.8, max_per_size - 0.2)
+        ax.set_ylim(-0.8, tallest - 0.2)
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("model size")
     axes[0].set_ylabel("runs (mixtures)")
     fig.suptitle(title or f"sampling strategies under one budget ({budget:.3g})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _log_axis_with_plain_labels(axis) -> None:
+    """Log scale with labels like 0.2, 0.5, 1 rather than 2x10^-1."""
+    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+
+    axis.axes.set_yscale("log") if axis.axis_name == "y" else axis.axes.set_xscale("log")
+    axis.set_major_locator(LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    axis.set_major_formatter(StrMethodFormatter("{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _mean_and_error(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -216,7 +231,7 @@ def law_comparison(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str 
         stats = _mean_and_error(table[table["test_size"] == s], ["law", "n_points"])
         for name, part in stats.groupby("law", sort=False):
             ax.errorbar(part["n_points"], part["mean"], yerr=part["se"], marker="o", capsize=3, label=str(name))
-        ax.set_yscale("log")
+        _log_axis_with_plain_labels(ax.yaxis)
         ax.set_xlabel("training points n")
         ax.set_ylabel(f"held-out {metric}")
         ax.set_title(f"held-out size {s:g}")

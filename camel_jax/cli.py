@@ -237,14 +237,16 @@ def _fit(args: argparse.Namespace) -> None:
     plot.save_figure(fig, f"{prefix}.png")
     s = result.summary()
     print(
-        f"{out['law']}: objective {float(s['objective']):.4g}, R^2 {float(s['r2']):.5f}, MAPE {float(s['mape_percent']):.3f}%, "
-        f"{int(s['n_converged'])}/{s['n_starts']} starts converged"
+        f"{out['law']}: objective {float(s['objective']):.4g}, R^2 {float(s['r2']):.5f}, "
+        f"MAPE {float(s['mape_percent']):.3f}%, {int(s['n_converged'])}/{s['n_starts']} starts converged"
     )
+
+    def show(value):
+        return np.array2string(np.asarray(value), precision=4, separator=", ")
+
     for name, value in out["params"].items():
         interval = out.get("intervals_95", {}).get(name)
-        text = np.array2string(np.asarray(value), precision=4, separator=", ")
-        if interval is not None:
-            text += f"  95% [{np.array2string(np.asarray(interval[0]), precision=4, separator=', ')}, {np.array2string(np.asarray(interval[1]), precision=4, separator=', ')}]"
+        text = show(value) + (f"  95% [{show(interval[0])}, {show(interval[1])}]" if interval is not None else "")
         print(f"  {name}: {text}")
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
 

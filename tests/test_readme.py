@@ -1,0 +1,49 @@
+"""The README's code examples run (with fewer resamples, to keep CI short)."""
+
+import re
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+import camel_jax as cj
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_opens_with_the_two_commands():
+    first = re.search(r"```bash\n(.*?)```", README.read_text(), flags=re.S).group(1).strip().splitlines()
+    assert [line.split()[:2] for line in first] == [["make", "demo"], ["make", "test"]]
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "make test" in ci
+
+
+def test_readme_examples_run(tmp_path, monkeypatch):
+    blocks = python_blocks()
+    assert len(blocks) == 2
+    true = cj.CAMEL.from_params(
+        t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]),
+        K=[1.0, 0.6],
+        beta=[0.9, 1.5],
+        C=1.5,
+        tied=True,
+        capacity_exponent=3.0,
+    )
+    r = np.random.default_rng(0).dirichlet(np.ones(3), 48)
+    M = np.repeat(np.arange(4.0, 10.0), 8)
+    loss = np.asarray(true(jnp.asarray(r), jnp.asarray(M)))
+    pd.DataFrame({"r_web": r[:, 0], "r_code": r[:, 1], "r_math": r[:, 2], "size": M, "loss": loss}).to_csv(
+        tmp_path / "runs.csv", index=False
+    )
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(blocks[0].replace("n_resamples=1000", "n_resamples=20"), scope)
+    assert scope["low"].shape == (2,) and np.all(scope["low"] <= scope["high"])
+    exec(blocks[1].replace("n_resamples=200", "n_resamples=10"), scope)
+    best = scope["best"]
+    assert abs(float(best.r.sum()) - 1) < 1e-12 and scope["band"].r.shape == (10, 5)
