@@ -13,7 +13,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._fit import _check_inputs, _check_targets, fit_targets
+from ._fit import _check_inputs, _check_targets, fit_targets, solver_options
 
 
 def resample_weights(
@@ -180,19 +180,17 @@ def bootstrap(
         keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (padded - B,))])
     mesh = Mesh(np.array(devices), ("resample",)) if len(devices) > 1 else None
 
-    if tol is None:
-        tol = 1e-10 if y_arr.dtype == jnp.float64 else 1e-6
     n_starts = restarts if inits is None else jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
-    options = {
-        "restarts": n_starts,
-        "prescreen": None,
-        "delta": float(delta),
-        "log_residuals": bool(log_residuals),
-        "reduction": reduction,
-        "penalty": penalty,
-        "max_steps": int(max_steps),
-        "tol": float(tol),
-    }
+    options = solver_options(
+        y_arr.dtype,
+        n_starts,
+        delta=delta,
+        log_residuals=log_residuals,
+        reduction=reduction,
+        penalty=penalty,
+        max_steps=max_steps,
+        tol=tol,
+    )
     pieces = []
     for c in range(n_chunks):
         W_chunk = W_padded[c * chunk : (c + 1) * chunk]

@@ -260,6 +260,37 @@ def _check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_r
     return y, w
 
 
+def solver_options(
+    dtype: Any,
+    n_starts: int,
+    *,
+    delta: float,
+    log_residuals: bool,
+    reduction: str,
+    penalty: Callable[[Any], Array] | None,
+    max_steps: int,
+    tol: float | None,
+    prescreen: int | None = None,
+    per_target_inits: bool = False,
+) -> dict[str, Any]:
+    """The static options of the compiled fit (hashable, so equal options reuse the compilation).
+
+    The default tolerance follows the data's precision: 1e-10 in float64, 1e-6 in float32."""
+    if tol is None:
+        tol = 1e-10 if dtype == jnp.float64 else 1e-6
+    return {
+        "restarts": int(n_starts),
+        "prescreen": prescreen,
+        "delta": float(delta),
+        "log_residuals": bool(log_residuals),
+        "reduction": reduction,
+        "penalty": penalty,
+        "max_steps": int(max_steps),
+        "tol": float(tol),
+        "per_target_inits": per_target_inits,
+    }
+
+
 def fit(
     law: eqx.Module,
     inputs: Sequence[ArrayLike],
@@ -333,20 +364,18 @@ def fit(
             "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
             stacklevel=2,
         )
-    dtype = Y.dtype
-    if tol is None:
-        tol = 1e-10 if dtype == jnp.float64 else 1e-6
-    options = {
-        "restarts": n_starts,
-        "prescreen": prescreen,
-        "delta": float(delta),
-        "log_residuals": bool(log_residuals),
-        "reduction": reduction,
-        "penalty": penalty,
-        "max_steps": int(max_steps),
-        "tol": float(tol),
-        "per_target_inits": per_target_inits,
-    }
+    options = solver_options(
+        Y.dtype,
+        n_starts,
+        delta=delta,
+        log_residuals=log_residuals,
+        reduction=reduction,
+        penalty=penalty,
+        max_steps=max_steps,
+        tol=tol,
+        prescreen=prescreen,
+        per_target_inits=per_target_inits,
+    )
     batched = Y.ndim == 2
     Yb, Wb = (Y, W) if batched else (Y[None], W[None])
     out = _fit_core(template, key, inits, arrays, Yb, Wb, options)

@@ -15,6 +15,18 @@ import camel_jax as cj
 RTOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
 
 
+def known_tied_camel():
+    """A tied CAMEL law (k=2, n=3, capacity ~ M^3) with known parameters, the ground truth of several tests."""
+    return cj.CAMEL.from_params(
+        t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]),
+        K=[1.0, 0.6],
+        beta=[0.9, 1.5],
+        C=1.5,
+        tied=True,
+        capacity_exponent=3.0,
+    )
+
+
 def random_mixtures(rng: np.random.Generator, P: int, n: int, zeros: bool = False) -> np.ndarray:
     r = rng.dirichlet(np.ones(n), size=P)
     if zeros:

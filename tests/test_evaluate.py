@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import known_tied_camel
 
 import camel_jax as cj
 from camel_jax import _fit
@@ -12,14 +13,7 @@ SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 
 
 def camel_world_data():
-    true = cj.CAMEL.from_params(
-        t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]),
-        K=[1.0, 0.6],
-        beta=[0.9, 1.5],
-        C=1.5,
-        tied=True,
-        capacity_exponent=3.0,
-    )
+    true = known_tied_camel()
     mixtures = cj.perturbed_mixtures([0.5, 0.3, 0.2])  # 7 mixtures
     sizes = np.array(SIZES + [12.0])
     r = np.tile(mixtures, (len(sizes), 1))

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from helpers import known_tied_camel
 
 import camel_jax as cj  # noqa: E402
 from camel_jax import cli, plot, simulate  # noqa: E402
@@ -112,14 +113,7 @@ def test_module_entry_point_and_help():
 
 
 def small_fit():
-    true = cj.CAMEL.from_params(
-        t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]),
-        K=[1.0, 0.6],
-        beta=[0.9, 1.5],
-        C=1.5,
-        tied=True,
-        capacity_exponent=3.0,
-    )
+    true = known_tied_camel()
     r = jnp.asarray(np.random.default_rng(0).dirichlet(np.ones(3), 24))
     M = jnp.repeat(jnp.arange(4.0, 10.0), 4)
     return true, (r, M), cj.fit(true, (r, M), true(r, M), key=jax.random.key(0), restarts=4, max_steps=100)

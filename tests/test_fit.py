@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import random_mixtures
+from helpers import known_tied_camel, random_mixtures
 
 import camel_jax as cj
 from camel_jax import _fit
@@ -98,8 +98,7 @@ def test_recovers_known_parameters(name):
 
 
 def camel_problem():
-    t = np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]])
-    true = cj.CAMEL.from_params(t=t, K=[1.0, 0.6], beta=[0.9, 1.5], C=1.5, tied=True, capacity_exponent=3.0)
+    true = known_tied_camel()
     rng = np.random.default_rng(2)
     sizes = np.arange(4.0, 12.0)
     r = random_mixtures(rng, 10 * len(sizes), 3)

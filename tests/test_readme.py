@@ -6,8 +6,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-
-import camel_jax as cj
+from helpers import known_tied_camel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -26,14 +25,7 @@ def test_readme_opens_with_the_two_commands():
 def test_readme_examples_run(tmp_path, monkeypatch):
     blocks = python_blocks()
     assert len(blocks) == 2
-    true = cj.CAMEL.from_params(
-        t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]),
-        K=[1.0, 0.6],
-        beta=[0.9, 1.5],
-        C=1.5,
-        tied=True,
-        capacity_exponent=3.0,
-    )
+    true = known_tied_camel()
     r = np.random.default_rng(0).dirichlet(np.ones(3), 48)
     M = np.repeat(np.arange(4.0, 10.0), 8)
     loss = np.asarray(true(jnp.asarray(r), jnp.asarray(M)))
