@@ -13,12 +13,22 @@ import numpy as np
 import pandas as pd
 
 
-def _plt():
+def _figure(*args: Any, **kwargs: Any):
+    """A new (figure, axes) outside pyplot's global state: notebooks display the returned figure exactly once,
+    and scripts leak no open figures."""
     try:
-        import matplotlib.pyplot as plt  # headless machines select the Agg backend by themselves
+        from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("camel_jax.plot needs matplotlib: pip install 'camel-jax[plot]'") from None
-    return plt
+    figsize = kwargs.pop("figsize", None)
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*args, **kwargs)
+
+
+def _colors(name: str, values: Any) -> Any:
+    import matplotlib
+
+    return matplotlib.colormaps[name](values)
 
 
 def predicted_vs_observed(
@@ -33,8 +43,7 @@ def predicted_vs_observed(
 ):
     """Scatter of predictions against observations (train, and held-out if given) with the identity line and
     each split's mean absolute error, as in the paper's benchmark figure."""
-    plt = _plt()
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(4.2, 4.0))
+    fig, ax = (ax.figure, ax) if ax is not None else _figure(figsize=(4.2, 4.0))
     obs, pred = np.asarray(observed), np.asarray(predicted)
     ax.scatter(obs, pred, s=18, alpha=0.7, color="tab:blue", label=f"train (MAE {np.mean(np.abs(pred - obs)):.3g})")
     values = [obs, pred]
@@ -80,7 +89,6 @@ def loss_vs_size(
     """Loss against model size for a few mixtures: observations, the fitted law's curve (extrapolated to
     `extend_to`), and a bootstrap band. `data` is a MixtureData with size and group; `law` a law or FitResult;
     `held_out` an optional MixtureData drawn as open markers (e.g. the held-out size)."""
-    plt = _plt()
     law = getattr(law, "law", law)
     groups = np.asarray(data.group) if data.group is not None else np.zeros(data.n_points, int)
     ids = np.unique(groups) if mixtures is None else np.asarray(mixtures)
@@ -90,8 +98,8 @@ def loss_vs_size(
         float(size.max()), extend_to or 0.0, float(np.asarray(held_out.size).max()) if held_out is not None else 0.0
     )
     grid = np.geomspace(size.min(), top, 60) if log_size else np.linspace(size.min(), top, 60)
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    colors = plt.cm.viridis(np.linspace(0.05, 0.9, len(ids)))
+    fig, ax = _figure(figsize=(6.0, 4.2))
+    colors = _colors("viridis", np.linspace(0.05, 0.9, len(ids)))
     for color, g in zip(colors, ids):
         rows = groups == g
         r = np.asarray(data.r)[rows][0]
@@ -137,9 +145,8 @@ def mixture_vs_size(
 ):
     """Optimal mixture weight of each dataset against model size (the paper's Figure "evolve"), from
     `mixture_path`'s frame (with its resample band when present); `true` (same columns) as dashed lines."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    colors = plt.cm.tab10(np.arange(10))
+    fig, ax = _figure(figsize=(6.0, 4.0))
+    colors = _colors("tab10", np.arange(10))
     for color, (name, part) in zip(colors, path.groupby("dataset", sort=False)):
         ax.plot(part["size"], part["weight"], marker="o", color=color, label=str(name))
         if {"low", "high"} <= set(part.columns):
@@ -163,8 +170,7 @@ def sampling_strategies(
     with model size, columns = sizes."""
     from ._design import STRATEGIES, allocate
 
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(STRATEGIES), figsize=(2.6 * len(STRATEGIES), 3.0), sharey=True)
+    fig, axes = _figure(1, len(STRATEGIES), figsize=(2.6 * len(STRATEGIES), 3.0), sharey=True)
     sizes_arr = np.asarray(sizes, dtype=float)
     area = 15 + 160 * (sizes_arr / sizes_arr.max()) ** 2
     allocations = {
@@ -205,9 +211,8 @@ def _mean_and_error(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 def strategy_error(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str = "Held-out error vs compute budget"):
     """Mean held-out error (+- standard error) against budget, one line per strategy; `table` has columns
     strategy, budget, error."""
-    plt = _plt()
     stats = _mean_and_error(table, ["strategy", "budget"])
-    fig, ax = plt.subplots(figsize=(5.8, 4.0))
+    fig, ax = _figure(figsize=(5.8, 4.0))
     for name, part in stats.groupby("strategy", sort=False):
         ax.errorbar(
             part["budget"], part["mean"], yerr=part["se"], marker="o", capsize=3, label=str(name).replace("_", " ")
@@ -224,9 +229,8 @@ def strategy_error(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str 
 def law_comparison(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str = "Extrapolation error by law"):
     """Mean held-out error (+- standard error) against the number of training points, one line per law and one
     panel per held-out size; `table` from `compare_laws`."""
-    plt = _plt()
     sizes = sorted(table["test_size"].unique())
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.0 * len(sizes), 3.8), squeeze=False)
+    fig, axes = _figure(1, len(sizes), figsize=(5.0 * len(sizes), 3.8), squeeze=False)
     for ax, s in zip(axes[0], sizes):
         stats = _mean_and_error(table[table["test_size"] == s], ["law", "n_points"])
         for name, part in stats.groupby("law", sort=False):
@@ -242,6 +246,5 @@ def law_comparison(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str 
 
 
 def save_figure(fig: Any, path: str, dpi: int = 130) -> None:
-    """Write a figure to `path` and close it."""
+    """Write a figure to `path` (figures from this module hold no pyplot state to close)."""
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    _plt().close(fig)
