@@ -1,0 +1,385 @@
+"""Write the notebooks from their cells and execute them (outputs are committed).
+
+    python notebooks/build_notebooks.py            # write and execute every notebook at full size
+    CAMEL_QUICK=1 python notebooks/build_notebooks.py 04   # reduced sizes, only notebooks whose name has "04"
+
+CI executes the committed notebooks with CAMEL_QUICK=1 (tests/test_notebooks.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+
+SETUP = """\
+%matplotlib inline
+import os, sys, time
+import jax, jax.numpy as jnp, numpy as np, pandas as pd
+jax.config.update("jax_enable_x64", True)
+import matplotlib
+matplotlib.rcParams["figure.dpi"] = 90
+import camel_jax as cj
+from camel_jax import plot, simulate
+QUICK = os.environ.get("CAMEL_QUICK") == "1"  # CI runs every notebook with reduced sizes
+sys.path.insert(0, os.path.abspath("../tests"))  # the one loader for ../shared/data/external
+print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(), "| quick" if QUICK else "| full size")
+"""
+
+NOTEBOOKS: dict[str, list[tuple[str, str]]] = {}
+
+NOTEBOOKS["01_quickstart"] = [
+    (
+        "md",
+        "# Quickstart: fit CAMEL, bootstrap it, extrapolate\n\nA table of training runs (mixture, model size, loss) becomes a `MixtureData`; `fit` runs a vmapped multi-start L-BFGS on a Huber loss of log residuals; `bootstrap` refits thousands of resamples as one compiled program. The runs here come from the package's simulated world (`camel_jax.simulate`), so the truth is known.",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+world = simulate.default_world(jax.random.key(0))
+reference = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
+runs = world.runs(cj.perturbed_mixtures(reference), [4, 5, 6, 7, 8, 10, 12], noise=0.002, key=jax.random.key(1))
+runs.head(3)""",
+    ),
+    (
+        "md",
+        "Validate and convert the table (every problem would be a `ValueError` naming column and row). We fit on sizes 4-10 and hold out size 12. The tied law (the theorem's exponents, capacity ~ M^3 for the paper's scale index) with k=2 intrinsic domains: with k=3 one domain is redundant on these data and its exponent runs away (`cj.select_domains` chooses k by held-out error).",
+    ),
+    (
+        "code",
+        """\
+train, test = runs[runs["size"] <= 10], runs[runs["size"] == 12]
+data = world.mixture_data(train, "loss_val0")
+held_out = world.mixture_data(test, "loss_val0")
+law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
+result = cj.fit(law, data.inputs, data.y, key=jax.random.key(0), restarts=32)
+result.summary()""",
+    ),
+    (
+        "code",
+        """\
+boot = cj.bootstrap(result.law, data.inputs, data.y, key=jax.random.key(1), n_resamples=50 if QUICK else 1000,
+                    inits=result.laws, strata=np.asarray(data.size), progress=False)
+low, high = boot.interval(0.95)["beta"]
+pd.DataFrame({"beta": np.asarray(result.law.params()["beta"]), "low": low, "high": high})""",
+    ),
+    (
+        "code",
+        """\
+pred = result.predict(*held_out.inputs)
+print(f"held-out (M=12) MAPE: {100 * float(jnp.mean(jnp.abs(pred / held_out.y - 1))):.3f}%")
+lo, hi = boot.prediction_interval(*held_out.inputs)
+print(f"95% bootstrap band covers {np.mean((held_out.y >= lo) & (held_out.y <= hi)):.0%} of the held-out runs")
+plot.loss_vs_size(data, result, bootstrap=boot, held_out=held_out, extend_to=20, mixtures=[0, 1, 2, 3])""",
+    ),
+]
+
+NOTEBOOKS["02_epoch_chinchilla"] = [
+    (
+        "md",
+        "# Epoch AI's Chinchilla replication\n\nBesiroglu et al. (2024) refit Hoffmann et al.'s Approach 3 on 240 points digitised from the Chinchilla paper: Huber (delta=1e-3) on log residuals, summed, from a 4,500-point grid of starts, with 4,000 bootstrap resamples for standard errors. Their best objective is 1.0182740e-3 with alpha 0.3478, beta 0.3659, E 1.817 (their scipy fit); standard errors alpha .0154, beta .0206, E .026. Data: `../shared/data/external/epoch_chinchilla` (not shipped: no license).",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+import shared_data
+from test_epoch import hoffmann_grid
+df = shared_data.epoch_chinchilla()
+inputs, y = (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
+grid = hoffmann_grid()  # alpha, beta in {0 -> 1e-3, .5, 1, 1.5, 2}, log E in {-1..1}, log A, log B in {0..25}
+t0 = time.perf_counter()
+result = cj.fit(cj.Chinchilla.sample_init(jax.random.key(0)), inputs, y, key=jax.random.key(0), inits=grid, prescreen=64)
+print(f"4,500-point grid, best 64 optimized: {time.perf_counter() - t0:.1f} s (compile included)")
+print(f"objective {float(result.objective):.7e} (Epoch: 1.0182740e-03)")
+{k: round(float(v), 4) for k, v in result.law.params().items()}""",
+    ),
+    (
+        "code",
+        """\
+warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:4]], result.laws)
+n = 300 if QUICK else 4000
+t0 = time.perf_counter()
+boot = cj.bootstrap(result.law, inputs, y, key=jax.random.key(42), n_resamples=n, inits=warm, chunk_size=1000, progress=False)
+print(f"{n} warm-started resamples: {time.perf_counter() - t0:.1f} s")
+se = {k: float(np.std(np.asarray(v))) for k, v in boot.params().items()}
+pd.DataFrame({"camel-jax": [se["alpha"], se["beta"], se["E"]], "Epoch": [0.0154, 0.0206, 0.026]}, index=["alpha", "beta", "E"]).round(4)""",
+    ),
+    (
+        "code",
+        """\
+pred = np.asarray(result.predict(*inputs))
+plot.predicted_vs_observed(y, pred, title="Chinchilla law on Epoch's 240 points", label="loss")""",
+    ),
+]
+
+NOTEBOOKS["03_paper_pipeline"] = [
+    (
+        "md",
+        "# The paper's pipeline on a simulated world\n\nMixture -> benchmark-proxy loss (CAMEL) -> accuracy (multi-loss logistic law) -> weighted objective, optimized for a model larger than any fitted one, for the paper's four objectives. The simulated world solves the capacity-allocation problem exactly, so the true optimal mixture is known.",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+world = simulate.default_world(jax.random.key(1))
+reference = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
+train_sizes = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
+runs = world.runs(cj.perturbed_mixtures(reference), train_sizes, noise=0.002, key=jax.random.key(2))
+losses = [f"loss_{v}" for v in world.validation_sets]
+benchmarks = list(world.benchmarks)
+fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in benchmarks], names=benchmarks, key=jax.random.key(3), restarts=16)
+data = world.mixture_data(runs, losses[0])
+law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)""",
+    ),
+    (
+        "md",
+        "One call per objective fits every benchmark's proxy loss and its bootstrap resamples (the same resamples for all benchmarks) and assembles point and batched pipelines. The optimization stays within +-20% of the reference, the region the laws were fitted on.",
+    ),
+    (
+        "code",
+        """\
+rows = []
+region = dict(reference=reference, max_shift=0.2)
+objectives = {k: cj.OBJECTIVES[k] for k in (["balanced", "code"] if QUICK else cj.OBJECTIVES)}
+for name, weights in objectives.items():
+    fitted = cj.fit_pipeline(data, fits, weights, law=law, key=jax.random.key(4), n_resamples=30 if QUICK else 200, strata=np.asarray(data.size))
+    point = cj.optimal_mixture(fitted.pipeline, 5, key=jax.random.key(0), model_size=20.0, **region)
+    band = np.percentile(np.asarray(cj.optimal_mixture(fitted.pipelines, 5, key=jax.random.key(0), model_size=20.0, **region).r), [2.5, 97.5], axis=0)
+    true_f = world.true_objective(20.0, weights)
+    truth = cj.optimal_mixture(true_f, 5, key=jax.random.key(0), **region)
+    scores = [float(true_f(jnp.asarray(r))) for r in (point.r, truth.r, reference)]
+    rows.append({"objective": name, **{d: f"{float(point.r[j]):.3f} [{band[0][j]:.2f},{band[1][j]:.2f}] (true {float(truth.r[j]):.3f})" for j, d in enumerate(simulate.DATASETS)},
+                 "gain captured": (scores[0] - scores[2]) / (scores[1] - scores[2])})
+pd.DataFrame(rows).set_index("objective")""",
+    ),
+    (
+        "md",
+        "In this world every benchmark improves in much the same direction inside the +-20% box, so the objectives can share an optimum at a vertex of the box; the check that matters is that the predicted mixture matches the true one and captures the possible gain.",
+    ),
+    (
+        "code",
+        """\
+path = cj.mixture_path(fitted.pipelines, [6.0, 10.0, 14.0, 20.0, 30.0], key=jax.random.key(0), datasets=list(simulate.DATASETS), **region)
+plot.mixture_vs_size(path, title="Optimal Knowledge-specialized mixture across sizes (95% band)")""",
+    ),
+]
+
+NOTEBOOKS["04_law_comparison_simulator"] = [
+    (
+        "md",
+        "# Study 1: which law extrapolates? (simulated world, the paper's protocol)\n\nTrain sizes {4,5,6,7,8,10} x 11 perturbed mixtures (66 runs), held-out sizes 12 and 20; n training points drawn uniformly, repeated, each repeat a 0/1 weight mask so that all repeats of a law are one compiled fit. Laws: CAMEL free and tied (k=3, the world's number of intrinsic domains), SODMAdditive, SODMJoint (no token term: one token count) and DMLNested. The outcome was not known in advance.",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+world = simulate.default_world(jax.random.key(0))
+runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.10, 0.15]), [4, 5, 6, 7, 8, 10, 12, 20], noise=0.002, key=jax.random.key(1))
+data = world.mixture_data(runs, "loss_val0")
+key = jax.random.key(0)
+laws = {
+    "CAMEL tied": cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0),
+    "CAMEL free": cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3),
+    "SODMAdditive": cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False),
+    "SODMJoint": cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False),
+    "DMLNested": cj.DMLNested(restarts=8),
+}
+n_points = [18, 42, 66] if QUICK else [18, 24, 30, 36, 42, 48, 54, 60, 66]  # the paper's protocol
+repeats = 3 if QUICK else 20
+t0 = time.perf_counter()
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # "fewer points than parameters" is expected at n=18
+    table = cj.compare_laws(laws, data, [4, 5, 6, 7, 8, 10], [12, 20], n_points=n_points, repeats=repeats, key=key, restarts=8)
+print(f"{len(table)} fits scored in {time.perf_counter() - t0:.0f} s")
+summary = table.groupby(["test_size", "law", "n_points"])["error"].mean().unstack("n_points").round(3)
+summary""",
+    ),
+    ("code", """plot.law_comparison(table, title="Held-out MAPE (%) by law, simulated world")"""),
+]
+
+NOTEBOOKS["05_real_mixtures"] = [
+    (
+        "md",
+        "# Study 2: the laws on real mixture data\n\n**dmsl_shukor2025** (SlimPajama, 7 domains): fit sizes up to 1.235B, score the 2.718B runs, per-domain losses. Version A uses each run's largest token count with size-only laws (the SOURCE notes that tokens per parameter fall from 164 at 122M to 38 from 680M up, which biases such laws); version B uses all token counts with the token-aware SODM laws.\n\n**mixinglaws_ye2024** 5Mix: fit 70M-410M at step 20k (26 mixtures each), score the six 1B runs at step 20k; the target is the total loss weighted by `valid_weight.json`. Neither data set ships with the package (no license).",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+import json, warnings, shared_data
+warnings.simplefilter("ignore")
+dmsl = shared_data.dmsl_shukor2025()
+mix_cols = [c for c in dmsl.columns if c.startswith("weight_")]
+domains = ["arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia"]
+if QUICK:
+    domains = ["c4"]
+last = dmsl.loc[dmsl.groupby(mix_cols + ["model_size"])["n_tokens"].idxmax()].reset_index(drop=True)
+key = jax.random.key(0)
+sizes = np.sort(last["model_size"].unique())
+def score(pred, y):
+    return 100 * float(np.mean(np.abs(np.asarray(pred) / np.asarray(y) - 1)))
+
+def dmsl_laws(tokens):
+    scale = float(np.exp(np.mean(np.log(sizes))))
+    out = {
+        "CAMEL tied k=3": cj.CAMEL.sample_init(key, n_datasets=7, n_domains=3, tied=True, size_scale=scale),
+        "CAMEL free k=3": cj.CAMEL.sample_init(key, n_datasets=7, n_domains=3, size_scale=scale),
+        "SODMAdditive": cj.SODMAdditive.sample_init(key, n_datasets=7, tokens=tokens, size_scale=scale, tokens_scale=1e10),
+        "SODMJoint": cj.SODMJoint.sample_init(key, n_datasets=7, tokens=tokens, size_scale=scale, tokens_scale=1e10),
+    }
+    return {k: v for k, v in out.items() if not (tokens and k.startswith("CAMEL"))}
+
+rows = []
+for version, frame, tokens in (("A: largest D", last, False), ("B: all D", dmsl, True)):
+    for domain in domains:
+        target = f"{domain}_loss"
+        part = frame.dropna(subset=[target])
+        train, test = part[part["model_size"] < 2e9], part[part["model_size"] > 2e9]
+        kw = dict(mixture=mix_cols, target=target, size="model_size", tokens="n_tokens" if tokens else None)
+        d_train, d_test = cj.MixtureData.from_frame(train, **kw), cj.MixtureData.from_frame(test, **kw)
+        for name, law in dmsl_laws(tokens).items():
+            res = cj.fit(law, d_train.inputs, d_train.y, key=key, restarts=8 if QUICK else 16)
+            rows.append({"data": "dmsl " + version, "target": domain, "law": name, "heldout_mape": score(res.predict(*d_test.inputs), d_test.y)})
+dmsl_table = pd.DataFrame(rows).pivot_table(index=["data", "target"], columns="law", values="heldout_mape").round(3)
+dmsl_table""",
+    ),
+    (
+        "code",
+        """\
+mixing = shared_data.mixinglaws_ye2024("5Mix")
+weights = json.load(open(shared_data.path("mixinglaws_ye2024") / "valid_weight.json"))
+mixing = mixing[(mixing["step"].astype(str) == "20000") & (mixing["run_id"] < 900)]
+mixing = mixing.assign(w=mixing["valid_domain"].map(weights))
+total = mixing.groupby(["model_size_label", "nonembedding_params", "train_mixture"]).apply(
+    lambda g: np.sum(g["loss"] * g["w"]) / np.sum(g["w"]), include_groups=False).rename("loss").reset_index()
+r = np.array([[float(x) for x in m.split("-")] for m in total["train_mixture"]])
+for j in range(5):
+    total[f"r{j}"] = r[:, j]
+train, test = total[total["model_size_label"] != "1B"], total[total["model_size_label"] == "1B"]
+print(f"5Mix at step 20k: {len(train)} training runs (70M-410M), {len(test)} held-out 1B runs")
+kw = dict(mixture=[f"r{j}" for j in range(5)], target="loss", size="nonembedding_params")
+d_train, d_test = cj.MixtureData.from_frame(train, **kw), cj.MixtureData.from_frame(test, **kw)
+scale = float(np.exp(np.mean(np.log(np.asarray(d_train.size)))))
+laws = {
+    "CAMEL tied k=3": cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3, tied=True, size_scale=scale),
+    "CAMEL free k=3": cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3, size_scale=scale),
+    "SODMAdditive": cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False, size_scale=scale),
+    "SODMJoint": cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False, size_scale=scale),
+}
+mix_rows = []
+for name, law in laws.items():
+    res = cj.fit(law, d_train.inputs, d_train.y, key=key, restarts=8 if QUICK else 32)
+    mix_rows.append({"law": name, "train_mape": float(res.summary()["mape_percent"]), "heldout_1B_mape": score(res.predict(*d_test.inputs), d_test.y)})
+dml = cj.extrapolation_error(cj.DMLNested(restarts=8), cj.MixtureData.from_frame(total.assign(g=total["train_mixture"]), group="g", **kw),
+                             [], sorted(set(np.asarray(d_test.size).tolist()))[0], masks=np.asarray(total["model_size_label"] != "1B", float)[None, :], key=key)
+mix_rows.append({"law": "DMLNested", "train_mape": np.nan, "heldout_1B_mape": float(dml["error"].iloc[0])})
+pd.DataFrame(mix_rows).set_index("law").round(3)""",
+    ),
+]
+
+NOTEBOOKS["06_sampling_strategies"] = [
+    (
+        "md",
+        "# Study 3: sampling strategies under equal FLOPs budgets\n\nThe paper reports that the hourglass strategy (both extreme sizes first) minimizes extrapolation error. Here: the simulated world with the paper's architecture (active parameters ~1.47e5 M^3, 20B-token cooldowns, cost 6ND), train sizes {4,5,6,7,8,10} x 11 mixtures, held-out size 12, tied CAMEL; each strategy picks runs under the budget (`allocate`, a strict priority order), mixtures are drawn uniformly, repeated.",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+world = simulate.default_world(jax.random.key(0))
+sizes = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
+runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.10, 0.15]), sizes + [12.0], noise=0.002, key=jax.random.key(1))
+data = world.mixture_data(runs, "loss_val0")
+cost = runs["flops"].to_numpy()
+full = runs.loc[runs["size"] <= 10, "flops"].sum()
+budgets = full * (np.array([0.15, 0.4]) if QUICK else np.array([0.1, 0.15, 0.25, 0.4, 0.6]))
+repeats = 3 if QUICK else 10
+law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
+per_size_cost = np.array([cost[runs["size"] == s][0] for s in sizes])
+plot.sampling_strategies(sizes, per_size_cost, budgets[0], 11, title=f"allocations at {budgets[0]:.2e} FLOPs")""",
+    ),
+    (
+        "code",
+        """\
+import warnings
+frames = []
+t0 = time.perf_counter()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for budget in budgets:
+        for strategy in cj.STRATEGIES:
+            f = cj.extrapolation_error(law, data, sizes, 12.0, repeats=repeats, key=jax.random.key(7), strategy=strategy,
+                                       budget=budget, cost=cost, restarts=8 if QUICK else 16)
+            frames.append(f.assign(strategy=strategy, budget=budget))
+table = pd.concat(frames, ignore_index=True)
+print(f"{len(table)} fits in {time.perf_counter() - t0:.0f} s")
+summary = table.groupby(["budget", "strategy"])["error"].mean().unstack("strategy")
+summary.index = [f"{b:.2e} ({b / full:.0%})" for b in summary.index]
+print("held-out MAPE (%) at M=12; lowest per budget:", list(summary.idxmin(axis=1)))
+summary.round(3)""",
+    ),
+    ("code", """plot.strategy_error(table)"""),
+]
+
+NOTEBOOKS["07_loss_to_benchmark_gadre"] = [
+    (
+        "md",
+        "# Loss to benchmark on real checkpoints (gadre2024)\n\n104 models (11M-6.9B parameters, three corpora) with 8 validation losses and 46 benchmarks. The paper's protocol: fit on 80% of the checkpoints, score the other 20% (seeded split). The multi-loss law (8 losses) is compared with the single-loss law (c4_val only) on benchmarks with signal (MMLU is at chance here). The full table lives in `../shared`; a 10-benchmark subset ships in the package (MIT).",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+from test_pipeline import BENCHMARKS, gadre_heldout
+table = gadre_heldout(seed=0)
+wide = table.pivot(index="benchmark", columns="law", values="heldout_mae")
+print("mean held-out MAE:", wide.mean().round(4).to_dict())
+wide.round(4)""",
+    ),
+    (
+        "code",
+        """\
+import shared_data
+df = shared_data.gadre2024()
+losses = [c for c in df.columns if c.startswith("loss_")]
+test = np.zeros(len(df), bool); test[np.random.default_rng(0).permutation(len(df))[: len(df) // 5]] = True
+fits = cj.fit_benchmarks(df, losses=losses, benchmarks=["acc_hellaswag", "acc_lambada_openai"], key=jax.random.key(0), weights=(~test).astype(float))
+L = jnp.asarray(df[losses].to_numpy())
+pred = np.asarray(fits.laws["acc_lambada_openai"](L))
+y = df["acc_lambada_openai"].to_numpy()
+plot.predicted_vs_observed(y[~test], pred[~test], y[test], pred[test], title="LAMBADA: multi-loss law", label="accuracy")""",
+    ),
+]
+
+
+def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src) for kind, src in cells
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def execute(nb: nbformat.NotebookNode, timeout: int = 3600) -> None:
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+
+
+if __name__ == "__main__":
+    wanted = sys.argv[1:]
+    for name, cells in NOTEBOOKS.items():
+        if wanted and not any(w in name for w in wanted):
+            continue
+        nb = build(name, cells)
+        if os.environ.get("CAMEL_NO_EXECUTE") != "1":
+            execute(nb)
+        nbformat.write(nb, HERE / f"{name}.ipynb")
+        print("wrote", name)
