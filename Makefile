@@ -15,7 +15,7 @@ demo: $(BIN)/camel-jax
 	$(BIN)/camel-jax demo
 
 test: $(BIN)/camel-jax
-	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load
 
 test-all: $(BIN)/camel-jax
 	$(BIN)/python -m pytest -q
