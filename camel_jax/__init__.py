@@ -14,6 +14,7 @@ from ._design import sample_design as sample_design
 from ._evaluate import DMLNested as DMLNested
 from ._evaluate import compare_laws as compare_laws
 from ._evaluate import extrapolation_error as extrapolation_error
+from ._evaluate import heldout_benchmark_error as heldout_benchmark_error
 from ._evaluate import select_domains as select_domains
 from ._evaluate import training_masks as training_masks
 from ._fit import FitResult as FitResult

@@ -187,38 +187,34 @@ def run_demo(seed: int = 0, out: str = "camel-demo", quick: bool = False) -> dic
     gadre = pd.read_csv(resources.files("camel_jax") / "data" / "gadre2024_subset.csv")
     g_losses = [c for c in gadre.columns if c.startswith("loss_")]
     g_bench = [c for c in gadre.columns if c.startswith("acc_")]
-    perm = np.random.default_rng(seed).permutation(len(gadre))
-    held = np.zeros(len(gadre), bool)
-    held[perm[: len(gadre) // 5]] = True
-    table = []
-    for name, cols in (("multi-loss (8)", g_losses), ("single-loss (c4)", ["loss_c4_val"])):
-        gf = cj.fit_benchmarks(
-            gadre, losses=cols, benchmarks=g_bench, key=key, restarts=16, weights=(~held).astype(float)
-        )
-        L = jnp.asarray(gadre[cols].to_numpy())
-        for b in g_bench:
-            pred = np.asarray(gf.laws[b](L))
-            table.append(
-                {
-                    "law": name,
-                    "benchmark": b[4:],
-                    "heldout_mae": np.mean(np.abs(pred[held] - gadre[b].to_numpy()[held])),
-                }
-            )
-        if name.startswith("multi"):
-            figures["gadre_hellaswag_predicted_vs_observed.png"] = plot.predicted_vs_observed(
-                gadre["acc_hellaswag"][~held],
-                np.asarray(gf.laws["acc_hellaswag"](L))[~held],
-                gadre["acc_hellaswag"][held],
-                np.asarray(gf.laws["acc_hellaswag"](L))[held],
-                title="gadre2024 HellaSwag: multi-loss law",
-                label="accuracy",
-            )
-    table = pd.DataFrame(table).pivot(index="benchmark", columns="law", values="heldout_mae")
-    print("  held-out MAE on a seeded 80/20 split of models:")
+    sets = {"multi-loss (8)": g_losses, "single-loss (c4)": ["loss_c4_val"]}
+    heldout = cj.heldout_benchmark_error(gadre, sets, g_bench, key, n_splits=10)
+    per_split = heldout.groupby(["split", "losses"])["heldout_mae"].mean().unstack()
+    diff = per_split["multi-loss (8)"] - per_split["single-loss (c4)"]
+    table = heldout.groupby(["benchmark", "losses"])["heldout_mae"].mean().unstack()
+    table.index = [b[4:] for b in table.index]
+    print("  held-out MAE, mean over 10 seeded 80/20 splits of the models:")
     print("    " + table.round(4).to_string().replace("\n", "\n    "))
     print("    mean: " + ", ".join(f"{c} {v:.4f}" for c, v in table.mean().items()))
+    print(
+        f"    multi-loss minus single-loss, paired over splits: {diff.mean():+.4f} "
+        f"(standard error {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}; multi-loss better on {(diff < 0).sum()}/10)"
+    )
     numbers["gadre"] = table
+    held = np.zeros(len(gadre), bool)
+    held[np.random.default_rng(seed).permutation(len(gadre))[: len(gadre) // 5]] = True
+    gf = cj.fit_benchmarks(
+        gadre, losses=g_losses, benchmarks=["acc_hellaswag"], key=key, restarts=16, weights=(~held).astype(float)
+    )
+    pred = np.asarray(gf.laws["acc_hellaswag"](jnp.asarray(gadre[g_losses].to_numpy())))
+    figures["gadre_hellaswag_predicted_vs_observed.png"] = plot.predicted_vs_observed(
+        gadre["acc_hellaswag"][~held],
+        pred[~held],
+        gadre["acc_hellaswag"][held],
+        pred[held],
+        title="gadre2024 HellaSwag: multi-loss law",
+        label="accuracy",
+    )
 
     for name, fig in figures.items():
         plot.save_figure(fig, str(out_dir / name))

@@ -284,3 +284,65 @@ def select_domains(
     table["k"] = table["law"].str.slice(2).astype(int)
     mean = table.groupby("k")["error"].mean()
     return int(mean.idxmin()), table
+
+
+def heldout_benchmark_error(
+    df: pd.DataFrame,
+    losses: Sequence[str] | Mapping[str, Sequence[str]],
+    benchmarks: Sequence[str],
+    key: Array,
+    *,
+    n_splits: int = 10,
+    test_fraction: float = 0.2,
+    restarts: int = 16,
+    monotone: bool = True,
+) -> pd.DataFrame:
+    """Held-out error of the loss-to-benchmark law over random train/test splits of the runs (rows of `df`).
+
+    Each split holds out `test_fraction` of the rows (drawn from `key`), fits `LossToBenchmark` for every
+    benchmark on the rest (as `fit_benchmarks` does) and scores the held-out rows. `losses` is one list of
+    validation-loss columns, or a mapping {name: columns} to compare several loss sets on the *same* splits
+    (paired), e.g. {"multi-loss": all_losses, "single-loss": ["loss_c4_val"]}. All splits and benchmarks of a loss
+    set are one multi-target fit (each split a 0/1 weight mask). The fit is well-posed (see `LossToBenchmark`),
+    so a few restarts suffice.
+
+    **Returns**: a tidy frame with columns `losses` (the set's name), `split`, `benchmark`, `heldout_mae`,
+    `n_test`.
+    """
+    from ._pipeline import benchmark_arrays, fit_logistic
+
+    sets = dict(losses) if isinstance(losses, Mapping) else {"losses": losses}
+    for name, columns in sets.items():
+        if isinstance(columns, str):
+            raise TypeError(f"`losses` ({name!r}) must be a list of column names, not the string {columns!r}")
+    if not (isinstance(n_splits, int) and n_splits >= 1):
+        raise ValueError(f"`n_splits` must be an integer >= 1; got {n_splits!r}")
+    P = len(df)
+    n_test = int(round(test_fraction * P))
+    if not (0 < test_fraction < 1) or not 1 <= n_test <= P - 2:
+        raise ValueError(f"`test_fraction` must leave >= 1 test and >= 2 training rows of {P}; got {test_fraction!r}")
+    k_split, k_fit = jax.random.split(key)
+    perms = np.stack([np.asarray(jax.random.permutation(k, P)) for k in jax.random.split(k_split, n_splits)])
+    test = np.zeros((n_splits, P), bool)
+    np.put_along_axis(test, perms[:, :n_test], True, axis=1)
+    rows = []
+    for name, columns in sets.items():
+        L, Y = benchmark_arrays(df, columns, benchmarks)  # [P, V], [B, P]
+        B = Y.shape[0]
+        Y_all = jnp.tile(Y, (n_splits, 1))  # split-major: row s * B + b
+        W_all = jnp.repeat(jnp.asarray(~test, Y.dtype), B, axis=0)
+        result = fit_logistic(L, Y_all, W_all, key=k_fit, restarts=restarts, monotone=monotone)
+        pred = np.asarray(result.predict(L)).reshape(n_splits, B, P)
+        error = np.abs(pred - np.asarray(Y)[None])
+        for s in range(n_splits):
+            for b, column in enumerate(benchmarks):
+                rows.append(
+                    {
+                        "losses": name,
+                        "split": s,
+                        "benchmark": column,
+                        "heldout_mae": float(np.mean(error[s, b, test[s]])),
+                        "n_test": n_test,
+                    }
+                )
+    return pd.DataFrame(rows)

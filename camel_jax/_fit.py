@@ -13,7 +13,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._lbfgs import CONVERGED, NONFINITE, STALLED, minimize
+from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, STALLED, minimize
+from ._newton import polish
 from .laws._base import n_free_parameters
 
 # Under log residuals, predictions below this fraction of the target continue the log linearly (see `residuals`).
@@ -170,6 +171,8 @@ def _solve_one_target(
     finite = jnp.isfinite(solution.f) & (solution.status != NONFINITE)
     ranked = jnp.where(finite, solution.f, jnp.inf)
     best = jnp.argmin(ranked)
+    if options["polish"] > 0:
+        solution = _polish_best(loss, solution, best, finite[best], options)
     laws = eqx.combine(jax.vmap(unravel)(solution.x), static)
     return {
         "law": jax.tree.map(lambda leaf: leaf[best], laws),
@@ -182,6 +185,29 @@ def _solve_one_target(
         "status": solution.status,
         "n_failed": jnp.sum(~finite),
     }
+
+
+def _polish_best(loss, solution, best, finite, options):
+    """Replace the best start by its damped-Newton polish (see `_newton`); a non-finite best is left alone.
+
+    The polish's status replaces L-BFGS's when it reached the tolerance or stalled at working precision;
+    otherwise the start keeps the status L-BFGS gave it."""
+    polished = polish(loss, solution.x[best], max_steps=options["polish"], tol=options["tol"])
+    done = finite & ((polished.status == CONVERGED) | (polished.status == STALLED))
+    keep_lbfgs = (polished.status == MAX_STEPS) & (solution.status[best] != MAX_STEPS)
+    status = jnp.where(done | ~keep_lbfgs, polished.status, solution.status[best])
+    status = jnp.where(finite, status, solution.status[best])
+
+    def put(field, value):
+        return field.at[best].set(jnp.where(finite, value, field[best]))
+
+    return solution._replace(
+        x=put(solution.x, polished.x),
+        f=put(solution.f, polished.f),
+        grad_norm=put(solution.grad_norm, polished.grad_norm),
+        n_steps=solution.n_steps.at[best].add(jnp.where(finite, polished.n_steps, 0)),
+        status=solution.status.at[best].set(status),
+    )
 
 
 def fit_targets(template, key, inits, inputs, Y, W, options):
@@ -272,6 +298,7 @@ def solver_options(
     tol: float | None,
     prescreen: int | None = None,
     per_target_inits: bool = False,
+    polish: int = 50,
 ) -> dict[str, Any]:
     """The static options of the compiled fit (hashable, so equal options reuse the compilation).
 
@@ -288,6 +315,7 @@ def solver_options(
         "max_steps": int(max_steps),
         "tol": float(tol),
         "per_target_inits": per_target_inits,
+        "polish": int(polish),
     }
 
 
@@ -307,6 +335,7 @@ def fit(
     penalty: Callable[[Any], Array] | None = None,
     max_steps: int = 1000,
     tol: float | None = None,
+    polish: int = 50,
     throw: bool = False,
 ) -> FitResult:
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
@@ -326,6 +355,8 @@ def fit(
     - `penalty`: optional `penalty(law) -> scalar` added to the objective (e.g. L2 on unconstrained exponents).
     - `max_steps`: cap on objective evaluations per start. `tol`: relative decrease / gradient tolerance
       (default 1e-10 in float64, 1e-6 in float32).
+    - `polish`: at most this many damped-Newton steps (exact Hessian) on the best start of each target, which
+      take it from where L-BFGS slowed down to a gradient at `tol` (see `_newton`); 0 turns the polish off.
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
 
     **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program.
@@ -336,6 +367,8 @@ def fit(
         raise ValueError(f"`delta` must be a positive number; got {delta!r}")
     if max_steps < 1:
         raise ValueError(f"`max_steps` must be >= 1; got {max_steps}")
+    if polish < 0:
+        raise ValueError(f"`polish` must be >= 0 (0 turns the Newton polish off); got {polish}")
     arrays = _check_inputs(inputs)
     Y, W = _check_targets(y, weights, arrays[0].shape[0], log_residuals)
     per_target_inits = False
@@ -375,6 +408,7 @@ def fit(
         tol=tol,
         prescreen=prescreen,
         per_target_inits=per_target_inits,
+        polish=polish,
     )
     batched = Y.ndim == 2
     Yb, Wb = (Y, W) if batched else (Y[None], W[None])

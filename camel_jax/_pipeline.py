@@ -102,36 +102,30 @@ class BenchmarkFits(eqx.Module):
     proxy: pd.DataFrame = eqx.field(static=True)
 
 
-def fit_benchmarks(
-    df: pd.DataFrame,
-    *,
-    losses: Sequence[str],
-    benchmarks: Sequence[str],
-    key: Array,
-    names: Sequence[str] | None = None,
-    restarts: int = 64,
-    weights: Array | None = None,
-    delta: float = 1.0,
-    max_steps: int = 5000,
-    **fit_options: Any,
-) -> BenchmarkFits:
-    """Fit the multi-loss loss-to-benchmark law for several benchmarks at once (one compiled multi-target fit).
-
-    Residuals are plain (`pred - y`, accuracies); `delta=1.0` makes the Huber loss a least-squares fit on
-    accuracies in [0, 1]. Validation losses are strongly collinear, so the multi-loss law needs more L-BFGS steps
-    than most laws to converge (`max_steps=5000`; 1000 left most starts unconverged on gadre2024). `weights` [P]
-    (e.g. a 0/1 train mask) apply to every benchmark. The returned `proxy` frame has one column
-    `proxy_<name>` per benchmark, aligned with `df`'s index; `names` (default: the benchmark columns) key the
-    laws and proxies, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
-    """
+def benchmark_arrays(df: pd.DataFrame, losses: Sequence[str], benchmarks: Sequence[str]) -> tuple[Array, Array]:
+    """Validated validation losses L [P, V] and accuracies Y [B, P] of a runs table (errors name the column)."""
     if len(benchmarks) == 0:
         raise ValueError("`benchmarks` must name at least one column")
     data = [BenchmarkData.from_frame(df, losses=losses, target=b) for b in benchmarks]
-    L = data[0].L
-    Y = jnp.stack([d.y for d in data])
-    template = LossToBenchmark.sample_init(key, n_losses=len(losses))
-    W = None if weights is None else jnp.broadcast_to(jnp.asarray(weights, dtype=Y.dtype), Y.shape)
-    result = fit(
+    return data[0].L, jnp.stack([d.y for d in data])
+
+
+def fit_logistic(
+    L: Array,
+    Y: Array,
+    W: Array | None,
+    *,
+    key: Array,
+    restarts: int,
+    delta: float = 1.0,
+    max_steps: int = 5000,
+    monotone: bool = True,
+    **fit_options: Any,
+) -> FitResult:
+    """The loss-to-benchmark fit of `fit_benchmarks` on arrays: one `LossToBenchmark` per row of Y [T, P]
+    (weights W [T, P], e.g. one train mask per split), as one multi-target fit on plain residuals."""
+    template = LossToBenchmark.sample_init(key, n_losses=L.shape[1], monotone=monotone)
+    return fit(
         template,
         (L,),
         Y,
@@ -143,9 +137,40 @@ def fit_benchmarks(
         max_steps=max_steps,
         **fit_options,
     )
+
+
+def fit_benchmarks(
+    df: pd.DataFrame,
+    *,
+    losses: Sequence[str],
+    benchmarks: Sequence[str],
+    key: Array,
+    names: Sequence[str] | None = None,
+    restarts: int = 64,
+    weights: Array | None = None,
+    delta: float = 1.0,
+    max_steps: int = 5000,
+    monotone: bool = True,
+    **fit_options: Any,
+) -> BenchmarkFits:
+    """Fit the multi-loss loss-to-benchmark law for several benchmarks at once (one compiled multi-target fit).
+
+    Residuals are plain (`pred - y`, accuracies); `delta=1.0` makes the Huber loss a least-squares fit on
+    accuracies in [0, 1]. Validation losses are strongly collinear: by default (`monotone=True`) the law is fitted
+    with k >= 0 and 0 <= A <= 1 (see `LossToBenchmark`), which makes the fit well-posed: on gadre2024 two keys
+    give the same objective and held-out predictions to 1e-6. It still needs more L-BFGS steps than most laws
+    (`max_steps=5000`). `weights` [P] (e.g. a 0/1 train mask) apply to every benchmark. The returned `proxy` frame has one column
+    `proxy_<name>` per benchmark, aligned with `df`'s index; `names` (default: the benchmark columns) key the
+    laws and proxies, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
+    """
     names = list(benchmarks) if names is None else list(names)
     if len(names) != len(benchmarks):
         raise ValueError(f"`names` must have one entry per benchmark ({len(benchmarks)}); got {len(names)}")
+    L, Y = benchmark_arrays(df, losses, benchmarks)
+    W = None if weights is None else jnp.broadcast_to(jnp.asarray(weights, dtype=Y.dtype), Y.shape)
+    result = fit_logistic(
+        L, Y, W, key=key, restarts=restarts, delta=delta, max_steps=max_steps, monotone=monotone, **fit_options
+    )
     laws = {b: jax.tree.map(lambda leaf, i=i: leaf[i], result.law) for i, b in enumerate(names)}
     proxy = pd.DataFrame({f"proxy_{b}": np.asarray(laws[b].proxy_loss(L)) for b in names}, index=df.index)
     return BenchmarkFits(laws=laws, result=result, proxy=proxy)

@@ -165,6 +165,10 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
         L = rng.uniform(2.5, 4.5, (P, V))
         law = cj.LossToBenchmark.from_params(k=rng.normal(size=V), A=0.7, B=-1.0, C=0.25)
         return Case(name, law, (L,), np_loss_to_benchmark, False)
+    if name == "LossToBenchmark_monotone":
+        L = rng.uniform(2.5, 4.5, (P, V))
+        law = cj.LossToBenchmark.from_params(k=rng.uniform(0.1, 1.0, V), A=0.7, B=-1.0, C=0.25, monotone=True)
+        return Case(name, law, (L,), np_loss_to_benchmark, False)
     raise KeyError(name)
 
 
@@ -179,6 +183,7 @@ CASES = [
     "Chinchilla",
     "PowerLaw",
     "LossToBenchmark",
+    "LossToBenchmark_monotone",
 ]
 
 

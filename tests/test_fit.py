@@ -68,6 +68,10 @@ RECOVERY = {
         cj.LossToBenchmark.from_params(k=[1.5, -0.4, 0.9], A=0.6, B=-5.0, C=0.25),
         lambda rng: (rng.uniform(2.0, 4.5, (60, 3)),),
     ),
+    "LossToBenchmark_monotone": lambda: (
+        cj.LossToBenchmark.from_params(k=[1.5, 0.2, 0.9], A=0.6, B=-5.0, C=0.25, monotone=True),
+        lambda rng: (rng.uniform(2.0, 4.5, (60, 3)),),
+    ),
     "SODMAdditive": lambda: (
         cj.SODMAdditive.from_params(
             E=1.5,
@@ -90,11 +94,23 @@ def test_recovers_known_parameters(name):
     true, make_inputs = RECOVERY[name]()
     inputs = tuple(jnp.asarray(x) for x in make_inputs(np.random.default_rng(1)))
     y = true(*inputs)
-    log_residuals = name != "LossToBenchmark"
+    log_residuals = not name.startswith("LossToBenchmark")
     result = cj.fit(true, inputs, y, key=jax.random.key(0), restarts=32, log_residuals=log_residuals, max_steps=3000)
     assert int(result.n_failed) == 0
     for key, value in true.params().items():
         assert rel(result.law.params()[key], value) < 1e-4, (key, result.law.params()[key], value)
+
+
+def test_monotone_loss_to_benchmark_recovers_a_weight_at_its_bound():
+    """k = u^2 puts a zero weight at a regular minimum: L-BFGS plus the Newton polish reach it to working
+    precision (with k = exp(u) it would sit at u = -inf)."""
+    true = cj.LossToBenchmark.from_params(k=[1.5, 0.0, 0.9], A=1.0, B=-5.0, C=0.0, monotone=True)
+    L = jnp.asarray(np.random.default_rng(1).uniform(2.0, 4.5, (60, 3)))
+    result = cj.fit(true, (L,), true(L), key=jax.random.key(0), restarts=16, log_residuals=False, max_steps=3000)
+    p = result.law.params()
+    np.testing.assert_allclose(p["k"], [1.5, 0.0, 0.9], atol=1e-6)
+    np.testing.assert_allclose([p["A"], p["B"], p["C"]], [1.0, -5.0, 0.0], atol=1e-6)
+    assert int(result.status[jnp.argmin(result.objectives)]) in (1, 2)
 
 
 def camel_problem():
