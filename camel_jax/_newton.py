@@ -35,9 +35,7 @@ class _State(NamedTuple):
     status: Int[Array, ""]
 
 
-def polish(
-    fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float
-) -> Solution:
+def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
     """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` (CONVERGED), when even a
     heavily damped step cannot lower `fun` (STALLED: optimal to working precision), or after `max_steps`
     Hessians (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE)."""

@@ -159,9 +159,9 @@ def fit_benchmarks(
     accuracies in [0, 1]. Validation losses are strongly collinear: by default (`monotone=True`) the law is fitted
     with k >= 0 and 0 <= A <= 1 (see `LossToBenchmark`), which makes the fit well-posed: on gadre2024 two keys
     give the same objective and held-out predictions to 1e-6. It still needs more L-BFGS steps than most laws
-    (`max_steps=5000`). `weights` [P] (e.g. a 0/1 train mask) apply to every benchmark. The returned `proxy` frame has one column
-    `proxy_<name>` per benchmark, aligned with `df`'s index; `names` (default: the benchmark columns) key the
-    laws and proxies, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
+    (`max_steps=5000`). `weights` [P] (e.g. a 0/1 train mask) apply to every benchmark. The returned `proxy`
+    frame has one column `proxy_<name>` per benchmark, aligned with `df`'s index; `names` (default: the benchmark
+    columns) key the laws and proxies, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
     """
     names = list(benchmarks) if names is None else list(names)
     if len(names) != len(benchmarks):

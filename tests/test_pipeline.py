@@ -3,7 +3,6 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 import pytest
 import shared_data
 
@@ -169,7 +168,9 @@ def test_gadre_benchmark_fit_is_the_same_under_two_keys():
     benchmarks = [f"acc_{b}" for b in BENCHMARKS]
     L = jnp.asarray(df[losses].to_numpy())
     fits = [
-        cj.fit_benchmarks(df, losses=losses, benchmarks=benchmarks, key=jax.random.key(k), weights=(~test).astype(float))
+        cj.fit_benchmarks(
+            df, losses=losses, benchmarks=benchmarks, key=jax.random.key(k), weights=(~test).astype(float)
+        )
         for k in (0, 1)
     ]
     np.testing.assert_allclose(fits[0].result.objective, fits[1].result.objective, rtol=1e-6)

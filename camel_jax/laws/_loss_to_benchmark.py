@@ -12,7 +12,6 @@ from jaxtyping import Array, ArrayLike, Float
 from ._base import AbstractLaw, as_leaves
 
 
-
 def _check_concrete(value: Array, ok: Any, name: str, rule: str) -> None:
     if not isinstance(value, jax.core.Tracer) and not bool(jnp.all(ok)):
         raise ValueError(f"parameter `{name}` must be {rule} for a monotone law; got {value}")
