@@ -34,6 +34,7 @@ from ._pipeline import PipelineFit as PipelineFit
 from ._pipeline import fit_benchmarks as fit_benchmarks
 from ._pipeline import fit_pipeline as fit_pipeline
 from ._save import load as load
+from ._save import register_law as register_law
 from ._save import save as save
 from .laws import CAMEL as CAMEL
 from .laws import DML as DML

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +14,16 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._fit import _check_inputs, _check_targets, fit_targets, solver_options
+from ._fit import (
+    _check_inits,
+    _check_inputs,
+    _check_law_inputs,
+    _check_targets,
+    check_solver_arguments,
+    fit_targets,
+    solver_options,
+)
+from .laws._base import n_free_parameters
 
 
 def resample_weights(
@@ -130,7 +140,8 @@ def bootstrap(
     """Refit `law` on `n_resamples` bootstrap resamples of the points (or of `groups`, within `strata`).
 
     Every resample is a weight vector over the fixed table, so all resamples share one compiled program; the
-    resample axis is vmapped, cut into chunks of `chunk_size` (bounding memory and driving the progress bar),
+    resample axis is vmapped, cut into chunks of `chunk_size` (default: as many as fit in `MEMORY_BUDGET_BYTES`,
+    1 GiB; chunks bound memory, drive the progress bar, and Ctrl-C returns the chunks already finished),
     and sharded over `devices` (default: all local devices) with `jax.sharding`. Chunking or sharding changes
     no result beyond the last bits of arithmetic: objectives agree to ~1e-14 and, the objective being flat to
     second order at an optimum, parameters to ~sqrt(machine epsilon).
@@ -142,7 +153,11 @@ def bootstrap(
     - `base_weights`: per-point weights [P] multiplied into every resample (e.g. `data.weight`).
     - `key`: draws the resamples and the random starts.
     """
+    check_solver_arguments(restarts, max_steps, tol, 0)
     arrays = _check_inputs(inputs)
+    _check_law_inputs(law, arrays)
+    if inits is not None:
+        _check_inits(law, inits)
     n_points = arrays[0].shape[0]
     y_arr, _ = _check_targets(y, None, n_points, log_residuals)
     if y_arr.ndim != 1:
@@ -152,6 +167,8 @@ def bootstrap(
         )
     key_weights, key_starts = jax.random.split(key)
     if weights is None:
+        if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
+            raise TypeError(f"`n_resamples` must be an integer; got {n_resamples!r}")
         if n_resamples < 1:
             raise ValueError(f"`n_resamples` must be >= 1; got {n_resamples}")
         if groups is not None and np.asarray(groups).shape != (n_points,):
@@ -168,9 +185,13 @@ def bootstrap(
     _check_targets(jnp.broadcast_to(y_arr, W.shape), W, n_points, log_residuals)
     B = W.shape[0]
     devices = list(jax.local_devices() if devices is None else devices)
-    chunk = B if chunk_size is None else int(chunk_size)
-    if chunk < 1:
-        raise ValueError(f"`chunk_size` must be >= 1; got {chunk_size}")
+    n_starts = restarts if inits is None else jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
+    if chunk_size is None:
+        chunk = _chunk_from_memory(law, n_points, n_starts, y_arr.dtype.itemsize, B)
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"`chunk_size` must be an integer >= 1 (or None: from a memory budget); got {chunk_size!r}")
+    else:
+        chunk = int(chunk_size)
     chunk = -(-chunk // len(devices)) * len(devices)  # a multiple of the device count
     n_chunks = -(-B // chunk)
     padded = n_chunks * chunk
@@ -179,8 +200,6 @@ def bootstrap(
     if padded > B:
         keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (padded - B,))])
     mesh = Mesh(np.array(devices), ("resample",)) if len(devices) > 1 else None
-
-    n_starts = restarts if inits is None else jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
     options = solver_options(
         y_arr.dtype,
         n_starts,
@@ -192,6 +211,27 @@ def bootstrap(
         tol=tol,
     )
     pieces = []
+    try:
+        _run_chunks(pieces, n_chunks, chunk, B, W_padded, keys, mesh, law, inits, arrays, y_arr, options, progress)
+    except KeyboardInterrupt:
+        if not pieces:
+            raise
+        done = min(len(pieces) * chunk, B)
+        warnings.warn(f"bootstrap interrupted: returning the {done} of {B} resamples that finished", stacklevel=2)
+        W = W[:done]
+        B = done
+    merged = jax.tree.map(lambda *leaves: np.concatenate(leaves)[:B], *pieces)
+    return BootstrapResult(
+        laws=jax.tree.map(jnp.asarray, merged["law"]),
+        objectives=jnp.asarray(merged["objective"]),
+        converged=jnp.asarray(merged["converged"]),
+        n_failed=jnp.asarray(merged["n_failed"]),
+        weights=W,
+    )
+
+
+def _run_chunks(pieces, n_chunks, chunk, B, W_padded, keys, mesh, law, inits, arrays, y_arr, options, progress):
+    """Fit the resamples chunk by chunk, appending each finished chunk to `pieces` (kept if interrupted)."""
     for c in range(n_chunks):
         W_chunk = W_padded[c * chunk : (c + 1) * chunk]
         keys_chunk = keys[c * chunk : (c + 1) * chunk]
@@ -203,14 +243,6 @@ def bootstrap(
         pieces.append(jax.device_get(out))
         if progress:
             _progress(c + 1, n_chunks, min((c + 1) * chunk, B), B)
-    merged = jax.tree.map(lambda *leaves: np.concatenate(leaves)[:B], *pieces)
-    return BootstrapResult(
-        laws=jax.tree.map(jnp.asarray, merged["law"]),
-        objectives=jnp.asarray(merged["objective"]),
-        converged=jnp.asarray(merged["converged"]),
-        n_failed=jnp.asarray(merged["n_failed"]),
-        weights=W,
-    )
 
 
 @eqx.filter_jit
@@ -219,7 +251,7 @@ def _bootstrap_chunk(template, keys, inits, inputs, y, W, options):
 
     def one(key, w):
         out = fit_targets(template, key, inits, inputs, y[None], w[None], options)
-        best = jnp.argmin(jnp.where(jnp.isfinite(out["objectives"][0]), out["objectives"][0], jnp.inf))
+        best = out["best"][0]  # the start `law` is: finite objective and status, lowest objective
         return {
             "law": jax.tree.map(lambda leaf: leaf[0], out["law"]),
             "objective": out["objective"][0],
@@ -228,6 +260,18 @@ def _bootstrap_chunk(template, keys, inits, inputs, y, W, options):
         }
 
     return jax.vmap(one)(keys, W)
+
+
+# Working memory a bootstrap chunk may take when `chunk_size=None`.
+MEMORY_BUDGET_BYTES = 1 << 30
+
+
+def _chunk_from_memory(law: Any, n_points: int, n_starts: int, itemsize: int, n_resamples: int) -> int:
+    """Resamples per chunk within MEMORY_BUDGET_BYTES: each start of each resample holds a few per-point arrays
+    (predictions, residuals and their cotangents) and the L-BFGS memory (10 pairs of parameter vectors)."""
+    d = n_free_parameters(law)
+    per_resample = 4 * n_starts * itemsize * (8 * n_points + 30 * d + d * d)
+    return int(max(1, min(n_resamples, MEMORY_BUDGET_BYTES // per_resample)))
 
 
 def _progress(done: int, total: int, resamples: int, n_resamples: int) -> None:

@@ -108,16 +108,21 @@ def allocate(
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {STRATEGIES}")
     sizes_arr = np.asarray(sizes, dtype=float)
     S = len(sizes_arr)
-    if S == 0 or np.any(np.diff(sizes_arr) <= 0):
-        raise ValueError(f"`sizes` must be non-empty and strictly increasing; got {sizes_arr}")
+    if S == 0 or not np.all(np.isfinite(sizes_arr)) or np.any(np.diff(sizes_arr) <= 0):
+        repeated = sizes_arr[:-1][np.diff(sizes_arr) == 0]
+        hint = f" ({repeated[0]:g} is repeated)" if len(repeated) else ""
+        raise ValueError(f"`sizes` must be finite, non-empty and strictly increasing{hint}; got {sizes_arr}")
     cost = np.broadcast_to(np.asarray(cost_per_run, dtype=float), (S,))
-    if np.any(cost <= 0):
-        raise ValueError("`cost_per_run` must be > 0 for every size")
+    if not np.all(np.isfinite(cost) & (cost > 0)):
+        bad = int(np.argmin(np.isfinite(cost) & (cost > 0)))
+        raise ValueError(
+            f"`cost_per_run` must be finite and > 0 for every size; size {sizes_arr[bad]:g} costs {cost[bad]}"
+        )
     cap = np.broadcast_to(np.asarray(max_per_size, dtype=int), (S,))
     if np.any(cap < 0):
         raise ValueError("`max_per_size` must be >= 0")
-    if budget < 0:
-        raise ValueError(f"`budget` must be >= 0; got {budget}")
+    if not (np.isfinite(budget) and budget >= 0):
+        raise ValueError(f"`budget` must be finite and >= 0; got {budget}")
     counts = np.zeros(S, dtype=int)
     left = float(budget)
     rounds = _rounds(strategy, S)

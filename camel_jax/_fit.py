@@ -184,6 +184,7 @@ def _solve_one_target(
         "grad_norm": solution.grad_norm,
         "status": solution.status,
         "n_failed": jnp.sum(~finite),
+        "best": best,
     }
 
 
@@ -251,6 +252,50 @@ def _check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Ar
         if not finite_rows.all():
             raise ValueError(f"`{name}[{i}]` has a non-finite value at row {int(np.argmin(finite_rows))}")
     return arrays
+
+
+def _check_law_inputs(law: eqx.Module, arrays: tuple[Array, ...]) -> None:
+    """`law(*inputs)` must give one prediction per point, shape (P,): checked on shapes alone (eval_shape)."""
+    P = arrays[0].shape[0]
+    n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
+    if n is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != n):
+        raise ValueError(
+            f"`inputs[0]` (the mixture) must have shape (P, n_datasets)=({P}, {n}) for this law; got "
+            f"{arrays[0].shape}. Is a mixture column missing or extra?"
+        )
+    shapes = [a.shape for a in arrays]
+    hint = " (size and token arrays must be 1-D, shape (P,))" if any(a.ndim > 1 for a in arrays[1:]) else ""
+    try:
+        out = jax.eval_shape(law, *arrays)
+    except (TypeError, ValueError) as error:
+        message = str(error).splitlines()[0]
+        raise ValueError(f"the law cannot be evaluated on inputs of shapes {shapes}{hint}: {message}") from None
+    if getattr(out, "shape", None) != (P,):
+        raise ValueError(
+            f"law(*inputs) has shape {getattr(out, 'shape', None)}, not ({P},): every input must have one row per "
+            f"point{hint} (got shapes {shapes})"
+        )
+
+
+def _check_inits(law: eqx.Module, inits: eqx.Module) -> None:
+    """Starts must be laws of the template's class and structure (only leading batch axes may differ)."""
+    if type(inits) is not type(law) or inits.structure() != law.structure():
+        raise ValueError(
+            f"`inits` must be laws of the same class and structure as `law` ({type(law).__name__} "
+            f"{law.structure()}); got {type(inits).__name__} "
+            f"{inits.structure() if hasattr(inits, 'structure') else ''}"
+        )
+
+
+def check_solver_arguments(n_starts: Any, max_steps: Any, tol: Any, polish: Any) -> None:
+    """Integer counts and a positive tolerance, checked before compute (no silent coercion)."""
+    for name, value, least in (("restarts", n_starts, 1), ("max_steps", max_steps, 1), ("polish", polish, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"`{name}` must be an integer; got {value!r}")
+        if value < least:
+            raise ValueError(f"`{name}` must be >= {least}; got {value}")
+    if tol is not None and not (isinstance(tol, (int, float)) and np.isfinite(tol) and tol > 0):
+        raise ValueError(f"`tol` must be a finite number > 0 (or None for the default); got {tol!r}")
 
 
 def _check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_residuals: bool) -> tuple[Array, Array]:
@@ -365,14 +410,15 @@ def fit(
         raise ValueError(f"`reduction` must be 'sum' or 'mean'; got {reduction!r}")
     if not (isinstance(delta, (int, float)) and delta > 0):
         raise ValueError(f"`delta` must be a positive number; got {delta!r}")
-    if max_steps < 1:
-        raise ValueError(f"`max_steps` must be >= 1; got {max_steps}")
-    if polish < 0:
-        raise ValueError(f"`polish` must be >= 0 (0 turns the Newton polish off); got {polish}")
+    if not np.isfinite(delta):
+        raise ValueError(f"`delta` must be finite; got {delta!r}")
+    check_solver_arguments(restarts, max_steps, tol, polish)
     arrays = _check_inputs(inputs)
+    _check_law_inputs(law, arrays)
     Y, W = _check_targets(y, weights, arrays[0].shape[0], log_residuals)
     per_target_inits = False
     if inits is not None:
+        _check_inits(law, inits)
         init_leaf = jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0]
         core_ndim = jax.tree.leaves(eqx.filter(law, eqx.is_array))[0].ndim
         per_target_inits = init_leaf.ndim == core_ndim + 2
@@ -383,8 +429,6 @@ def fit(
             )
         n_starts = init_leaf.shape[1] if per_target_inits else init_leaf.shape[0]
     else:
-        if restarts < 1:
-            raise ValueError(f"`restarts` must be >= 1; got {restarts}")
         n_starts = restarts
     if prescreen is not None and not 1 <= prescreen:
         raise ValueError(f"`prescreen` must be >= 1; got {prescreen}")
@@ -413,6 +457,7 @@ def fit(
     batched = Y.ndim == 2
     Yb, Wb = (Y, W) if batched else (Y[None], W[None])
     out = _fit_core(template, key, inits, arrays, Yb, Wb, options)
+    del out["best"]
     if not batched:
         out = jax.tree.map(lambda leaf: leaf[0], out)
     result = FitResult(**out, inputs=arrays, y=Y, weights=W, log_residuals=bool(log_residuals))

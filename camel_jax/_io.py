@@ -101,7 +101,7 @@ class MixtureData(eqx.Module):
             raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
         parsed = _parse_mixture_frame(
             df,
-            mixture=list(mixture),
+            mixture=_column_list(mixture, "mixture"),
             target=target,
             size=size,
             tokens=tokens,
@@ -159,7 +159,7 @@ class BenchmarkData(eqx.Module):
         """Validate a DataFrame of (validation losses, benchmark accuracy) rows and convert it to arrays."""
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
-        L, y, w = _parse_benchmark_frame(df, list(losses), target, weight)
+        L, y, w = _parse_benchmark_frame(df, _column_list(losses, "losses"), target, weight)
         return cls(L, y, w, columns=tuple(map(str, losses)))
 
     @property
@@ -174,7 +174,17 @@ class BenchmarkData(eqx.Module):
 # --- checks -------------------------------------------------------------------------------------------------
 
 
+def _column_list(columns: Any, name: str) -> list[str]:
+    """A list of column names; a lone string is an error (it would be read one character per column)."""
+    if isinstance(columns, str):
+        raise TypeError(f"`{name}` must be a list of column names; got the string {columns!r} (write [{columns!r}])")
+    return list(columns)
+
+
 def _require_columns(df: pd.DataFrame, columns: Sequence[str]) -> None:
+    repeated = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+    if repeated:
+        raise ValueError(f"the table has duplicated column name(s) {repeated}: rename them so each is unique")
     if len(df) == 0:
         raise ValueError("the DataFrame is empty: no rows to fit")
     for column in columns:
@@ -252,6 +262,12 @@ def _parse_mixture_frame(
         raise ValueError(
             f"mixture columns {mixture} at row {df.index[i]!r} sum to {sums[i]:.6g}, not 1 "
             f"(tolerance {MIXTURE_SUM_TOLERANCE}); is a mixture column missing?"
+        )
+    unobserved = ~np.any(r > 0, axis=0)
+    if unobserved.any():
+        raise ValueError(
+            f"mixture column {mixture[int(np.argmax(unobserved))]!r} is zero in every row: a dataset never trained "
+            "on has no measurable effect, and a law would extrapolate it freely; drop the column"
         )
     r = r / sums[:, None]
     y = _positive(df, target, "target") if positive_target else _numeric(df, target)

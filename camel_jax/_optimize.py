@@ -50,16 +50,18 @@ class MixtureResult(eqx.Module):
 
 
 def _bounds(n: int, lower, upper, reference, max_shift) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.zeros(n) if lower is None else np.broadcast_to(np.asarray(lower, dtype=float), (n,)).copy()
-    hi = np.ones(n) if upper is None else np.broadcast_to(np.asarray(upper, dtype=float), (n,)).copy()
+    lo = np.zeros(n) if lower is None else _bound_array(lower, n, "lower")
+    hi = np.ones(n) if upper is None else _bound_array(upper, n, "upper")
+    if reference is not None and max_shift is None:
+        raise ValueError("`reference` is only used with `max_shift` (the trust region): give both, or neither")
     if max_shift is not None:
         if reference is None:
             raise ValueError("`max_shift` needs a `reference` mixture")
         ref = np.asarray(reference, dtype=float)
         if ref.shape != (n,) or abs(ref.sum() - 1) > 1e-9 or np.any(ref < 0):
             raise ValueError(f"`reference` must be a mixture of length {n}; got {ref}")
-        if not max_shift > 0:
-            raise ValueError(f"`max_shift` must be > 0; got {max_shift}")
+        if not (np.isfinite(max_shift) and max_shift > 0):
+            raise ValueError(f"`max_shift` must be finite and > 0; got {max_shift}")
         lo = np.maximum(lo, ref * (1 - max_shift))
         hi = np.minimum(hi, ref * (1 + max_shift))
     bad = np.flatnonzero(lo > hi)
@@ -73,6 +75,27 @@ def _bounds(n: int, lower, upper, reference, max_shift) -> tuple[np.ndarray, np.
     if np.any(lo < 0) or np.any(hi > 1):
         raise ValueError("bounds must lie in [0, 1]")
     return lo, hi
+
+
+def _bound_array(value: ArrayLike, n: int, name: str) -> np.ndarray:
+    try:
+        bound = np.broadcast_to(np.asarray(value, dtype=float), (n,)).copy()
+    except ValueError:
+        raise ValueError(f"`{name}` must be a number or one value per dataset ({n}); got {value!r}") from None
+    if not np.all(np.isfinite(bound)):
+        raise ValueError(f"`{name}` must be finite; dataset {int(np.argmin(np.isfinite(bound)))} has {value!r}")
+    return bound
+
+
+def check_model_size(size: Any, name: str = "model_size") -> float:
+    """A target model size: a finite number > 0."""
+    try:
+        value = float(size)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must be a number; got {size!r}") from None
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"`{name}` must be finite and > 0 (a model size, in the laws' units); got {size!r}")
+    return value
 
 
 def _ascend(f, params, z0, lower, upper, adam_steps: int, polish_steps: int, learning_rate: float, bounded: bool):
@@ -192,7 +215,7 @@ def optimal_mixture(
     if isinstance(objective, Pipeline):
         if model_size is None:
             raise ValueError("a Pipeline objective needs `model_size` (the target model size, in the laws' units)")
-        size = jnp.asarray([float(model_size)])
+        size = jnp.asarray([check_model_size(model_size)])
         batched = bool(objective.batch_shape)
         if not batched:
             if robust is not None:
@@ -242,7 +265,7 @@ def mixture_path(
     n = _n_datasets(pipeline)
     names = datasets or [f"r{j}" for j in range(n)]
     rows = []
-    for size in np.asarray(sizes, dtype=float):
+    for size in [check_model_size(s, "sizes") for s in np.atleast_1d(np.asarray(sizes, dtype=float))]:
         result = optimal_mixture(pipeline, n, key=key, model_size=float(size), **options)
         r = np.asarray(result.r)
         for j, name in enumerate(names):

@@ -61,7 +61,14 @@ class Pipeline(eqx.Module):
         self, loss_laws: Mapping[str, Any], benchmark_laws: Mapping[str, LossToBenchmark], weights: Mapping[str, float]
     ):
         names = list(weights)
+        if not names:
+            raise ValueError("`weights` is empty: name at least one benchmark and its weight")
         for b in names:
+            w = weights[b]
+            if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
+                raise ValueError(f"benchmark {b!r} has weight {w!r}: weights must be finite numbers")
+            if w < 0:
+                raise ValueError(f"benchmark {b!r} has a negative weight {w}: the objective maximizes sum_b w_b Acc_b")
             if b not in loss_laws:
                 raise ValueError(f"benchmark {b!r} has a weight but no loss law; loss laws: {sorted(loss_laws)}")
             if b not in benchmark_laws:

@@ -1,18 +1,25 @@
 """Saving and loading results: one `.npz` file holding the arrays and a JSON description of the structure.
 
-The JSON records the object kind, each law's class and `structure()`, the package version, the format version
-and a hash of the data, so a load rebuilds the exact pytree (law templates from `sample_init`, then the stored
-leaves) and refuses what it cannot rebuild faithfully.
+The JSON records the object kind, each law's registered name and `structure()`, the package version, the format
+version and a hash of the data, so a load rebuilds the exact pytree and refuses what it cannot rebuild faithfully.
+
+A file is untrusted input (see SECURITY.md): nothing in it chooses code to import or run. A law class is looked
+up by name in a registry (the shipped laws, plus those a user adds with `register_law`); the skeleton is built by
+`jax.eval_shape`, so no metadata value sizes an allocation; every structure value, array dtype, shape and law
+parameter is checked before an object is returned.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
+import os
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,14 +28,46 @@ from . import __version__
 from ._bootstrap import BootstrapResult
 from ._fit import FitResult
 from ._pipeline import Pipeline
+from .laws import CAMEL, DML, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 
 FORMAT_VERSION = 1
 
+# Bounds on what a file may ask for: far above any real law, far below anything harmful.
+_MAX_STRUCTURE_INT = 100_000
+_MAX_INPUTS = 16
+_MAX_METADATA_BYTES = 1_000_000
+
+_REGISTRY: dict[str, type] = {
+    cls.__name__: cls for cls in (CAMEL, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark)
+}
+
+
+def register_law(cls: type, name: str | None = None) -> type:
+    """Allow `load` to rebuild laws of class `cls` (a user's own law); returns `cls`, so it works as a decorator.
+
+    Files name a law by `name` (default `module:qualname`); `load` only ever builds registered classes."""
+    if not (isinstance(cls, type) and issubclass(cls, eqx.Module) and hasattr(cls, "sample_init")):
+        raise TypeError(f"register_law takes a law class (an eqx.Module with sample_init); got {cls!r}")
+    name = name or f"{cls.__module__}:{cls.__qualname__}"
+    if _REGISTRY.get(name, cls) is not cls:
+        raise ValueError(f"a different law class is already registered as {name!r}")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def _registered_name(cls: type) -> str:
+    for name, registered in _REGISTRY.items():
+        if registered is cls:
+            return name
+    raise TypeError(
+        f"law class {cls.__module__}:{cls.__qualname__} is not registered: call camel_jax.register_law({cls.__name__})"
+        " before saving, and before loading in the session that reads the file"
+    )
+
 
 def _law_descriptor(law: Any) -> dict[str, Any]:
-    """Class and structure of a (possibly batched) law: structure() reads trailing axes only."""
-    cls = type(law)
-    return {"class": f"{cls.__module__}:{cls.__qualname__}", "structure": _jsonable(law.structure())}
+    """Registered name and structure of a (possibly batched) law: structure() reads trailing axes only."""
+    return {"class": _registered_name(type(law)), "structure": _jsonable(law.structure())}
 
 
 def _jsonable(value: Any) -> Any:
@@ -43,25 +82,47 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _from_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tuple__"}:
-            return tuple(_from_json(v) for v in value["__tuple__"])
-        return {k: _from_json(v) for k, v in value.items()}
-    return value
+def _structure_value(value: Any, where: str) -> Any:
+    """A structure value from a file: a bool, a bounded int, a finite float, None or a tuple of those."""
+    if isinstance(value, dict) and set(value) == {"__tuple__"} and isinstance(value["__tuple__"], list):
+        if len(value["__tuple__"]) > 16:
+            raise ValueError(f"{where}: a tuple of {len(value['__tuple__'])} values")
+        return tuple(_structure_value(v, where) for v in value["__tuple__"])
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not -_MAX_STRUCTURE_INT <= value <= _MAX_STRUCTURE_INT:
+            raise ValueError(f"{where}: integer {value} is out of range (|n| <= {_MAX_STRUCTURE_INT})")
+        return value
+    if isinstance(value, float):
+        if not np.isfinite(value):
+            raise ValueError(f"{where}: non-finite value {value}")
+        return value
+    raise ValueError(f"{where}: unexpected value {value!r}")
 
 
-def _template(descriptor: dict[str, Any]) -> Any:
-    module_name, _, qualname = descriptor["class"].partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
+def _template(descriptor: Any, where: str) -> Any:
+    """The law's skeleton (shapes and dtypes only, built by eval_shape: nothing is allocated)."""
+    if not isinstance(descriptor, dict) or not isinstance(descriptor.get("class"), str):
+        raise ValueError(f"{where}: malformed law description")
+    name = descriptor["class"]
+    # Files of camel-jax <= 0.1 named a shipped law by its module path; the name after ':' is looked up.
+    if name.startswith("camel_jax.") and name.partition(":")[2] in _REGISTRY:
+        name = name.partition(":")[2]
+    cls = _REGISTRY.get(name)
+    if cls is None:
         raise ValueError(
-            f"unknown law class {descriptor['class']!r}: import the module that defines it before loading"
-        ) from None
-    return obj.sample_init(jax.random.key(0), **_from_json(descriptor["structure"]))
+            f"{where}: unknown law class {descriptor['class']!r}; load() builds only registered laws "
+            f"({', '.join(sorted(_REGISTRY))}): call camel_jax.register_law on your own law class first"
+        )
+    raw = descriptor.get("structure")
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: malformed law structure")
+    structure = {str(k): _structure_value(v, f"{where} structure {k!r}") for k, v in raw.items()}
+    try:
+        return eqx.filter_eval_shape(cls.sample_init, jax.random.key(0), **structure)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: invalid {name} structure {structure}: {error}") from None
 
 
 def _data_hash(arrays: list[np.ndarray]) -> str:
@@ -79,6 +140,13 @@ def save(obj: FitResult | BootstrapResult | Pipeline, path: str | Path) -> Path:
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, lambda f: save_to(obj, f))
+    return path
+
+
+def save_to(obj: FitResult | BootstrapResult | Pipeline, file: Any) -> None:
+    """Write what `save` writes to an open binary file."""
     meta: dict[str, Any] = {"format_version": FORMAT_VERSION, "camel_jax_version": __version__}
     if isinstance(obj, FitResult):
         meta |= {
@@ -106,30 +174,62 @@ def save(obj: FitResult | BootstrapResult | Pipeline, path: str | Path) -> Path:
         raise TypeError(f"save() takes a FitResult, BootstrapResult or Pipeline; got {type(obj).__name__}")
     leaves = jax.tree.leaves(obj)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, __meta__=np.array(json.dumps(meta)), **arrays)
-    return path
+    np.savez(file, __meta__=np.array(json.dumps(meta)), **arrays)
 
 
-def load(path: str | Path) -> FitResult | BootstrapResult | Pipeline:
-    """Load what `save` wrote. An unknown law class or a newer format version raises `ValueError`."""
-    path = Path(path)
-    if not path.exists() and path.with_suffix(path.suffix + ".npz").exists():
-        path = path.with_suffix(path.suffix + ".npz")
-    with np.load(path, allow_pickle=False) as stored:
-        if "__meta__" not in stored:
-            raise ValueError(f"{path} was not written by camel_jax.save (no metadata)")
-        meta = json.loads(str(stored["__meta__"]))
-        leaves = [stored[f"leaf_{i}"] for i in range(len(stored.files) - 1)]
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise ValueError(
-            f"{path} uses format version {meta['format_version']} (camel-jax {meta.get('camel_jax_version')}); "
-            f"this camel-jax {__version__} reads up to version {FORMAT_VERSION}: upgrade camel-jax"
-        )
+def _write_atomic(path: Path, write: Any) -> None:
+    """Write through a temporary file in the same folder, then rename: a failed write leaves nothing behind."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Metadata and arrays of a file written by `save`; any other file is a one-line `ValueError`."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = {info.filename: info for info in archive.infolist()}
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise ValueError(f"{path} is not a file written by camel_jax.save (not a .npz archive: {error})") from None
+    n = len(infos) - 1
+    expected = {"__meta__.npy", *(f"leaf_{i}.npy" for i in range(n))}
+    if set(infos) != expected:
+        raise ValueError(f"{path} is not a file written by camel_jax.save (unexpected entries)")
+    if infos["__meta__.npy"].file_size > _MAX_METADATA_BYTES:
+        raise ValueError(f"{path}: metadata of {infos['__meta__.npy'].file_size} bytes is implausibly large")
+    if any(info.compress_type != zipfile.ZIP_STORED for info in infos.values()):
+        raise ValueError(f"{path}: compressed entries are not written by camel_jax.save")
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            meta = json.loads(str(stored["__meta__"]))
+            leaves = [stored[f"leaf_{i}"] for i in range(n)]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} could not be read as a camel_jax.save file: {error}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: malformed metadata")
+    for i, leaf in enumerate(leaves):
+        if leaf.dtype.kind not in "biuf":
+            raise ValueError(f"{path}: array leaf_{i} has dtype {leaf.dtype}; saved results hold numbers only")
+    return meta, leaves
+
+
+def _skeleton(meta: dict[str, Any], path: Path) -> tuple[Any, list[tuple[str, Any]]]:
+    """The object to fill, with law skeletons (from eval_shape) in place of laws, and for each law its name and
+    a function that picks it out of the object, for the shape checks."""
     kind = meta.get("kind")
     zero = jnp.zeros(())
     if kind == "FitResult":
-        law = _template(meta["law"])
+        n_inputs = meta.get("n_inputs")
+        if not (isinstance(n_inputs, int) and not isinstance(n_inputs, bool) and 1 <= n_inputs <= _MAX_INPUTS):
+            raise ValueError(f"{path}: n_inputs must be an integer in [1, {_MAX_INPUTS}]; got {n_inputs!r}")
+        if not isinstance(meta.get("log_residuals"), bool):
+            raise ValueError(f"{path}: log_residuals must be true or false")
+        law = _template(meta.get("law"), f"{path}: law")
         skeleton = FitResult(
             law=law,
             objective=zero,
@@ -140,24 +240,104 @@ def load(path: str | Path) -> FitResult | BootstrapResult | Pipeline:
             grad_norm=zero,
             status=zero,
             n_failed=zero,
-            inputs=(zero,) * meta["n_inputs"],
+            inputs=(zero,) * n_inputs,
             y=zero,
             weights=zero,
             log_residuals=meta["log_residuals"],
         )
-    elif kind == "BootstrapResult":
-        skeleton = BootstrapResult(
-            laws=_template(meta["law"]), objectives=zero, converged=zero, n_failed=zero, weights=zero
-        )
-    elif kind == "Pipeline":
-        skeleton = Pipeline(
-            {b: _template(d) for b, d in meta["loss_laws"].items()},
-            {b: _template(d) for b, d in meta["benchmark_laws"].items()},
-            {b: w for b, w in meta["weights"]},
-        )
+        return skeleton, [("law", lambda o: o.law), ("laws", lambda o: o.laws)]
+    if kind == "BootstrapResult":
+        law = _template(meta.get("law"), f"{path}: law")
+        skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, weights=zero)
+        return skeleton, [("laws", lambda o: o.laws)]
+    if kind == "Pipeline":
+        loss_meta, bench_meta, weights = meta.get("loss_laws"), meta.get("benchmark_laws"), meta.get("weights")
+        if not (isinstance(loss_meta, dict) and isinstance(bench_meta, dict) and isinstance(weights, list)):
+            raise ValueError(f"{path}: malformed pipeline description")
+        pairs = {}
+        for item in weights:
+            ok = isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+            if not (ok and isinstance(item[1], (int, float)) and np.isfinite(item[1])):
+                raise ValueError(f"{path}: malformed benchmark weight {item!r}")
+            pairs[item[0]] = float(item[1])
+        loss = {b: _template(d, f"{path}: loss law {b!r}") for b, d in loss_meta.items()}
+        bench = {b: _template(d, f"{path}: benchmark law {b!r}") for b, d in bench_meta.items()}
+        skeleton = Pipeline(loss, bench, pairs)
+        laws = [(f"loss_laws[{b!r}]", lambda o, b=b: o.loss_laws[b]) for b in skeleton.loss_laws]
+        return skeleton, laws + [
+            (f"benchmark_laws[{b!r}]", lambda o, b=b: o.benchmark_laws[b]) for b in skeleton.benchmark_laws
+        ]
+    raise ValueError(f"{path}: unknown object kind {kind!r}")
+
+
+def _check_law(stored: Any, skeleton: Any, name: str, path: Path) -> None:
+    """Stored law leaves are floats whose trailing axes are the structure's and whose leading (batch) axes
+    agree across the law."""
+    batch = set()
+    for leaf, spec in zip(jax.tree.leaves(stored), jax.tree.leaves(skeleton)):
+        core = leaf.shape[leaf.ndim - spec.ndim :] if spec.ndim else ()
+        if leaf.ndim < spec.ndim or core != spec.shape or leaf.dtype.kind != "f":
+            raise ValueError(
+                f"{path}: {name} holds an array of shape {leaf.shape} and dtype {leaf.dtype} where its structure "
+                f"needs floats of trailing shape {spec.shape}"
+            )
+        batch.add(leaf.shape[: leaf.ndim - spec.ndim])
+    if len(batch) > 1:
+        raise ValueError(f"{path}: {name}'s arrays disagree in their leading axes {sorted(batch)}")
+
+
+def _check_finite(obj: Any, path: Path) -> None:
+    """The laws a user acts on hold finite parameters (a failed start of a fit may be non-finite: its
+    objective says so, and it is never the chosen law)."""
+
+    def finite(law: Any, where: Any = None) -> bool:
+        leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(law)]
+        if where is None:
+            return all(np.isfinite(leaf).all() for leaf in leaves)
+        keep = np.asarray(where)
+        return all(np.isfinite(leaf[keep]).all() for leaf in leaves)
+
+    if isinstance(obj, FitResult):
+        ok = finite(obj.law) or not np.isfinite(np.asarray(obj.objective)).all()
+    elif isinstance(obj, BootstrapResult):
+        ok = finite(obj.laws, np.isfinite(np.asarray(obj.objectives)))
     else:
-        raise ValueError(f"{path}: unknown object kind {kind!r}")
+        ok = finite((obj.loss_laws, obj.benchmark_laws))
+    if not ok:
+        raise ValueError(f"{path}: a law holds non-finite parameters")
+
+
+def load(path: str | Path) -> FitResult | BootstrapResult | Pipeline:
+    """Load what `save` wrote.
+
+    The file is untrusted: laws are built only from registered classes (`register_law`), never by import; every
+    structure value is bounded, and every array's dtype and shape is checked against the structure before the
+    object is built; law parameters must be finite. Anything else, and a newer format version, is a `ValueError`
+    naming the problem; a missing file is `FileNotFoundError`.
+    """
+    path = Path(path)
+    if not path.exists() and path.with_suffix(path.suffix + ".npz").exists():
+        path = path.with_suffix(path.suffix + ".npz")
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    meta, leaves = _read(path)
+    version = meta.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError(f"{path}: malformed format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise ValueError(
+            f"{path} uses format version {version} (camel-jax {meta.get('camel_jax_version')!s:.20}); "
+            f"this camel-jax {__version__} reads up to version {FORMAT_VERSION}: upgrade camel-jax"
+        )
+    skeleton, laws = _skeleton(meta, path)
     treedef = jax.tree.structure(skeleton)
     if treedef.num_leaves != len(leaves):
-        raise ValueError(f"{path}: stored {len(leaves)} arrays but the {kind} structure needs {treedef.num_leaves}")
-    return jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
+        raise ValueError(
+            f"{path}: stored {len(leaves)} arrays but the {meta['kind']} structure needs {treedef.num_leaves}"
+        )
+    stored = jax.tree.unflatten(treedef, leaves)
+    for name, pick in laws:
+        _check_law(pick(stored), pick(skeleton), name, path)
+    obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
+    _check_finite(obj, path)
+    return obj

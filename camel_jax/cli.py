@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
 
     opt = sub.add_parser("optimize", help="optimal mixture for a target size from a saved fit or pipeline")
     opt.add_argument("saved", help="a .npz written by `camel-jax fit` (minimizes the loss) or camel_jax.save(pipeline)")
-    opt.add_argument("--size", type=float, required=True, help="target model size, in the units of the fit")
+    opt.add_argument(
+        "--size", type=float, default=None, help="target model size, in the units of the fit (not for a dml fit)"
+    )
     opt.add_argument("--objective", default=None, help="pipeline objective: balanced|math|code|knowledge")
     opt.add_argument("--weights", default=None, help="pipeline weights as name=w,name=w (instead of --objective)")
     opt.add_argument("--reference", default=None, help="reference mixture (comma-separated) for --max-shift")
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"camel-jax {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except (ValueError, KeyError, FileNotFoundError, OSError) as error:
+    except (ValueError, TypeError, KeyError, FileNotFoundError, OSError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         print(f"camel-jax {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -118,9 +121,46 @@ def _read_csv(path: str):
     if not Path(path).is_file():
         raise UserError(f"no such file: {path}")
     try:
-        return pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read {path} as CSV: {str(error).splitlines()[0]}") from None
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, IndexError) as error:
+        message = str(error).splitlines()[0] if str(error) else "empty file"
+        raise UserError(f"cannot read {path} as CSV: {message}") from None
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise UserError(f"{path} has duplicated column name(s) {repeated}: rename them so each is unique")
+    if len(df.columns) == 1 and any(sep in str(df.columns[0]) for sep in ";\t|"):
+        raise UserError(
+            f"{path} has a single column {str(df.columns[0])[:60]!r}: camel-jax reads comma-separated files; "
+            "is this one separated by ';', tabs or '|'?"
+        )
+    return df
+
+
+def _check_destination(prefix: Path) -> None:
+    """Fail before any compute when the outputs cannot be written."""
+    folder = prefix.parent if str(prefix.parent) else Path(".")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write the outputs to {folder}/ (--out {prefix}): not a writable folder")
+
+
+def _write_outputs(files: dict[Path, Any]) -> None:
+    """Write every output or none: each through a temporary file, then renamed; on failure nothing is left."""
+    from ._save import _write_atomic
+
+    written: list[Path] = []
+    try:
+        for path, write in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, write)
+            written.append(path)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
 
 
 def _law_template(args: argparse.Namespace, n: int, size_scale: float, tokens_scale: float):
@@ -159,8 +199,14 @@ def _fit(args: argparse.Namespace) -> None:
     from ._bootstrap import bootstrap
     from ._fit import fit
     from ._io import MixtureData
-    from ._save import save
+    from ._save import save_to
 
+    if args.restarts < 1:
+        raise UserError(f"--restarts must be >= 1; got {args.restarts}")
+    if args.resamples < 0:
+        raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
+    prefix = Path(args.out)
+    _check_destination(prefix)
     df = _read_csv(args.csv)
     mixture = (
         [c.strip() for c in args.mixture.split(",")]
@@ -180,6 +226,13 @@ def _fit(args: argparse.Namespace) -> None:
         raise UserError("the chinchilla law needs a tokens column: --tokens")
     if args.target not in df.columns:
         raise UserError(f"column {args.target!r} not found (--target); available columns: {list(df.columns)}")
+    if args.law == "dml" and args.size is None and "size" in df.columns and df["size"].nunique() > 1:
+        raise UserError(
+            f"the dml law describes one model size, but column 'size' holds {df['size'].nunique()} sizes: "
+            "filter the table to one size, or use a law of size and mixture (--law camel-tied)"
+        )
+    if args.law == "dml" and args.size is not None:
+        raise UserError("the dml law describes one model size and takes no --size: filter the table to one size")
     if uses_mixture:
         data = MixtureData.from_frame(
             df, mixture=mixture, target=args.target, size=size if uses_size else None, tokens=args.tokens
@@ -215,10 +268,6 @@ def _fit(args: argparse.Namespace) -> None:
             k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
         }
         out["bootstrap_resamples"] = args.resamples
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps(out, indent=2))
-    save(result, f"{prefix}.npz")
     if uses_mixture and uses_size:
         data_with_groups = MixtureData(
             r=data.r,
@@ -234,7 +283,13 @@ def _fit(args: argparse.Namespace) -> None:
         )
     else:
         fig = plot.predicted_vs_observed(data.y, result.predict(*inputs), title=f"{out['law']} fit", label=args.target)
-    plot.save_figure(fig, f"{prefix}.png")
+    _write_outputs(
+        {
+            Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
+            Path(f"{prefix}.npz"): lambda f: save_to(result, f),
+            Path(f"{prefix}.png"): lambda f: fig.savefig(f, format="png", dpi=130, bbox_inches="tight"),
+        }
+    )
     s = result.summary()
     print(
         f"{out['law']}: objective {float(s['objective']):.4g}, R^2 {float(s['r2']):.5f}, "
@@ -265,13 +320,22 @@ def _optimize(args: argparse.Namespace) -> None:
 
     jax.config.update("jax_enable_x64", True)
     from ._fit import FitResult
-    from ._optimize import optimal_mixture
+    from ._optimize import check_model_size, optimal_mixture
     from ._pipeline import OBJECTIVES, Pipeline
     from ._save import load
 
     if not Path(args.saved).is_file():
         raise UserError(f"no such file: {args.saved}")
+    if args.reference and args.max_shift is None:
+        raise UserError("--reference is only used with --max-shift (the trust region): give both")
     saved = load(args.saved)
+    takes_size = not (isinstance(saved, FitResult) and len(saved.inputs) == 1)
+    if takes_size and args.size is None:
+        raise UserError("--size is required: the target model size, in the units of the fit")
+    if not takes_size and args.size is not None:
+        raise UserError(f"a {type(saved.law).__name__} fit describes the one size it was fitted at: drop --size")
+    if args.size is not None:
+        check_model_size(args.size, "--size")
     bounds: dict[str, Any] = {}
     if args.lower:
         bounds["lower"] = _floats(args.lower, "lower")
@@ -287,9 +351,13 @@ def _optimize(args: argparse.Namespace) -> None:
         n = law.structure().get("n_datasets")
         if n is None:
             raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
-        size = jnp.asarray([args.size])
-        result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
-        print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
+        if takes_size:
+            size = jnp.asarray([args.size])
+            result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
+            print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
+        else:
+            result = optimal_mixture(lambda r: -law(r[None, :])[0], int(n), key=key, **bounds)
+            print(f"predicted loss at the fitted size: {-float(result.value):.5g}")
     elif isinstance(saved, Pipeline):
         if args.objective and args.weights:
             raise UserError("give --objective or --weights, not both")
@@ -297,15 +365,26 @@ def _optimize(args: argparse.Namespace) -> None:
             weights = {}
             for item in args.weights.split(","):
                 name, _, value = item.partition("=")
-                weights[name.strip()] = float(value)
+                try:
+                    weights[name.strip()] = float(value)
+                except ValueError:
+                    raise UserError(f"--weights must be name=number pairs; got {item!r}") from None
+            unknown = sorted(set(weights) - set(saved.loss_laws))
+            if unknown:
+                raise UserError(
+                    f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
+                )
         else:
             name = args.objective or "balanced"
             if name not in OBJECTIVES:
                 raise UserError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
-            weights = OBJECTIVES[name]
-        pipeline = Pipeline(
-            saved.loss_laws, saved.benchmark_laws, {b: w for b, w in weights.items() if b in saved.loss_laws}
-        )
+            weights = {b: w for b, w in OBJECTIVES[name].items() if b in saved.loss_laws}
+            left_out = sorted(set(OBJECTIVES[name]) - set(weights))
+            if not weights:
+                raise UserError(f"the pipeline has none of the {name} objective's benchmarks; use --weights")
+            if left_out:
+                print(f"note: the pipeline has no law for {left_out}; the {name} objective uses the others")
+        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, weights)
         n = next(iter(saved.loss_laws.values())).structure()["n_datasets"]
         result = optimal_mixture(pipeline, int(n), key=key, model_size=args.size, **bounds)
         print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
@@ -326,6 +405,9 @@ def _design(args: argparse.Namespace) -> None:
     if args.strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)}")
     sizes = np.asarray(_floats(args.sizes, "sizes"))
+    repeated = sorted({s for s in sizes.tolist() if sizes.tolist().count(s) > 1})
+    if repeated:
+        raise UserError(f"--sizes must list each size once; {repeated[0]:g} is repeated")
     if args.costs:
         costs = np.asarray(_floats(args.costs, "costs"))
         if costs.shape != sizes.shape:

@@ -140,3 +140,21 @@ def simplex_logits(t: Array, axis: int, name: str) -> Array:
 def log_uniform(key: Array, shape: tuple[int, ...], lo: float, hi: float) -> Array:
     """Samples whose log is uniform on [log lo, log hi]: returns the log."""
     return jax.random.uniform(key, shape, minval=np.log(lo), maxval=np.log(hi))
+
+
+def positive_number(value: Any, name: str) -> float:
+    """A structural constant (a scale, an exponent) as a float: finite and > 0, else a `ValueError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"`{name}` must be a number; got {value!r}")
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"`{name}` must be finite and > 0; got {value!r}")
+    return float(value)
+
+
+def count(value: Any, name: str) -> int:
+    """A structural size (datasets, domains, losses): an integer >= 1, else an error naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an integer; got {value!r}")
+    if value < 1:
+        raise ValueError(f"`{name}` must be >= 1; got {value}")
+    return int(value)

@@ -13,9 +13,11 @@ from ._base import (
     AbstractLaw,
     as_leaves,
     check_bounds,
+    count,
     log_uniform,
     positive,
     positive_inverse,
+    positive_number,
     safe_log,
     simplex_logits,
 )
@@ -132,8 +134,8 @@ class CAMEL(AbstractLaw):
             raw_beta=raw_beta,
             C=p["C"],
             tied=tied,
-            capacity_exponent=float(capacity_exponent),
-            size_scale=float(size_scale),
+            capacity_exponent=positive_number(capacity_exponent, "capacity_exponent"),
+            size_scale=positive_number(size_scale, "size_scale"),
             alpha_bounds=alpha_bounds,
             beta_bounds=beta_bounds,
         )
@@ -152,6 +154,7 @@ class CAMEL(AbstractLaw):
         beta_bounds: tuple[float, float] | None = None,
     ) -> CAMEL:
         """A random start: profiles near uniform, K in [0.05, 2], exponents in [0.05, 1.5], C in [0, 3]."""
+        n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         k_t, k_K, k_a, k_b, k_C = jax.random.split(key, 5)
         alpha_bounds = check_bounds(alpha_bounds, "alpha_bounds")
         beta_bounds = check_bounds(beta_bounds, "beta_bounds")
@@ -168,8 +171,8 @@ class CAMEL(AbstractLaw):
             raw_beta=raw_exponent(k_b, beta_bounds),
             C=jax.random.uniform(k_C, (), minval=0.0, maxval=3.0),
             tied=tied,
-            capacity_exponent=float(capacity_exponent),
-            size_scale=float(size_scale),
+            capacity_exponent=positive_number(capacity_exponent, "capacity_exponent"),
+            size_scale=positive_number(size_scale, "size_scale"),
             alpha_bounds=alpha_bounds,
             beta_bounds=beta_bounds,
         )

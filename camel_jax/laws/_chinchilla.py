@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse
+from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse, positive_number
 
 
 class Chinchilla(AbstractLaw):
@@ -81,8 +81,8 @@ class Chinchilla(AbstractLaw):
             log_E=positive_inverse(p["E"], None, "E"),
             log_alpha=positive_inverse(p["alpha"], None, "alpha"),
             log_beta=positive_inverse(p["beta"], None, "beta"),
-            size_scale=float(size_scale),
-            tokens_scale=float(tokens_scale),
+            size_scale=positive_number(size_scale, "size_scale"),
+            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
     @classmethod
@@ -98,8 +98,8 @@ class Chinchilla(AbstractLaw):
             log_E=log_uniform(k_E, (), 0.5, 5.0),
             log_alpha=log_alpha,
             log_beta=log_beta,
-            size_scale=float(size_scale),
-            tokens_scale=float(tokens_scale),
+            size_scale=positive_number(size_scale, "size_scale"),
+            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
     def structure(self) -> dict[str, Any]:

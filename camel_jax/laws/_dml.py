@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse
+from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse
 
 
 class DML(AbstractLaw):
@@ -50,6 +50,7 @@ class DML(AbstractLaw):
     @classmethod
     def sample_init(cls, key: Array, *, n_datasets: int, n_domains: int) -> DML:
         """A random start: t ~ N(0, 1), S = 1/k up to a factor e, C in [0, 2]/k, K in [0.01, 1]."""
+        n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         k_t, k_S, k_C, k_K = jax.random.split(key, 4)
         return cls(
             t=jax.random.normal(k_t, (n_domains, n_datasets)),

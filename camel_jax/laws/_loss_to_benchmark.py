@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves
+from ._base import AbstractLaw, as_leaves, count
 
 
 def _check_concrete(value: Array, ok: Any, name: str, rule: str) -> None:
@@ -92,6 +92,7 @@ class LossToBenchmark(AbstractLaw):
         """A random start with k summing to 0.5-3 (higher loss, lower accuracy), A in [0.2, 0.95], C in [0, 0.5],
         and B centring the sigmoid for losses around 3. The free law's k scatter around their mean (N(0, 1) / V);
         the monotone law's are a Dirichlet(1) split of the sum."""
+        n_losses = count(n_losses, "n_losses")
         k_k, k_s, k_A, k_B, k_C = jax.random.split(key, 5)
         total = jax.random.uniform(k_s, (), minval=0.5, maxval=3.0)
         if monotone:

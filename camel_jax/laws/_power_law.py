@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse
+from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse, positive_number
 
 
 class PowerLaw(AbstractLaw):
@@ -44,7 +44,7 @@ class PowerLaw(AbstractLaw):
             log_E=positive_inverse(p["E"], None, "E"),
             log_A=positive_inverse(p["A"], None, "A") - p["alpha"] * jnp.log(scale),
             log_alpha=positive_inverse(p["alpha"], None, "alpha"),
-            scale=float(scale),
+            scale=positive_number(scale, "scale"),
         )
 
     @classmethod
@@ -55,7 +55,7 @@ class PowerLaw(AbstractLaw):
             log_E=log_uniform(k_E, (), 0.3, 5.0),
             log_A=log_uniform(k_A, (), 0.1, 10.0),
             log_alpha=log_uniform(k_a, (), 0.05, 1.5),
-            scale=float(scale),
+            scale=positive_number(scale, "scale"),
         )
 
     def structure(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse, safe_pow
+from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, positive_number, safe_pow
 
 
 class SODMAdditive(AbstractLaw):
@@ -100,8 +100,8 @@ class SODMAdditive(AbstractLaw):
             log_C=positive_inverse(p["C"], None, "C"),
             log_gamma=positive_inverse(p["gamma"], None, "gamma"),
             tokens=tokens,
-            size_scale=float(size_scale),
-            tokens_scale=float(tokens_scale),
+            size_scale=positive_number(size_scale, "size_scale"),
+            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
     @classmethod
@@ -110,6 +110,7 @@ class SODMAdditive(AbstractLaw):
     ) -> SODMAdditive:
         """A random start: E in [0.5, 3], A and B in [0.05, 2], exponents in [0.05, 1.5], C in [1, 10],
         gamma in [0.1, 1]."""
+        n_datasets = count(n_datasets, "n_datasets")
         keys = jax.random.split(key, 7)
         return cls(
             log_E=log_uniform(keys[0], (), 0.5, 3.0),
@@ -120,8 +121,8 @@ class SODMAdditive(AbstractLaw):
             log_C=log_uniform(keys[5], (n_datasets,), 1.0, 10.0),
             log_gamma=log_uniform(keys[6], (n_datasets,), 0.1, 1.0),
             tokens=tokens,
-            size_scale=float(size_scale),
-            tokens_scale=float(tokens_scale),
+            size_scale=positive_number(size_scale, "size_scale"),
+            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
     def structure(self) -> dict[str, Any]:

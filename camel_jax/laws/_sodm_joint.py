@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse, safe_pow
+from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, positive_number, safe_pow
 
 
 class SODMJoint(AbstractLaw):
@@ -117,8 +117,8 @@ class SODMJoint(AbstractLaw):
             log_gammaB=positive_inverse(p["gammaB"], None, "gammaB") if tokens else None,
             log_beta=positive_inverse(p["beta"], None, "beta") if tokens else None,
             tokens=tokens,
-            size_scale=float(size_scale),
-            tokens_scale=float(tokens_scale),
+            size_scale=positive_number(size_scale, "size_scale"),
+            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
     @classmethod
@@ -126,6 +126,7 @@ class SODMJoint(AbstractLaw):
         cls, key: Array, *, n_datasets: int, tokens: bool = True, size_scale: float = 1.0, tokens_scale: float = 1.0
     ) -> SODMJoint:
         """A random start: E in [0.5, 3], C in [1, 10], CA and CB in [0.05, 2], exponents in [0.05, 1.5]."""
+        n_datasets = count(n_datasets, "n_datasets")
         keys = jax.random.split(key, 9)
         return cls(
             log_E=log_uniform(keys[0], (), 0.5, 3.0),
@@ -138,8 +139,8 @@ class SODMJoint(AbstractLaw):
             log_gammaB=log_uniform(keys[7], (), 0.5, 1.5) if tokens else None,
             log_beta=log_uniform(keys[8], (), 0.05, 1.5) if tokens else None,
             tokens=tokens,
-            size_scale=float(size_scale),
-            tokens_scale=float(tokens_scale),
+            size_scale=positive_number(size_scale, "size_scale"),
+            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
     def structure(self) -> dict[str, Any]:

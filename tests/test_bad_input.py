@@ -1,0 +1,347 @@
+"""Hostile files and bad input: one row per case, each a clear error naming the culprit before any compute.
+
+API cases assert the exception type and that the message names the argument, column or file problem. CLI cases
+assert exit code 2, a single line on stderr (no traceback) and no output file left behind.
+"""
+
+import json
+import sys
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import known_tied_camel
+
+import camel_jax as cj
+from camel_jax import cli, simulate
+
+R5 = np.random.default_rng(0).dirichlet(np.ones(5), 12)
+SIZES = np.repeat([4.0, 6.0, 8.0], 4)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A small runs table, a saved CAMEL fit, a saved DML fit and a saved pipeline (cheap fits: the point here
+    is the files, not the fits)."""
+    folder = tmp_path_factory.mktemp("bad")
+    world = simulate.default_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
+    table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "loss"]]
+    table.to_csv(folder / "runs.csv", index=False)
+    data = world.mixture_data(runs, "loss_val0")
+    camel = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
+    cj.save(cj.fit(camel, data.inputs, data.y, key=jax.random.key(0), restarts=2, max_steps=20), folder / "camel.npz")
+    dml = cj.DML.sample_init(jax.random.key(0), n_datasets=5, n_domains=1)
+    at_6 = np.asarray(data.size) == 6.0
+    dml_fit = cj.fit(dml, (data.r[at_6],), data.y[at_6], key=jax.random.key(0), restarts=2, max_steps=20)
+    cj.save(dml_fit, folder / "dml.npz")
+    laws = {"mmlu": known_tied_camel()}
+    bench = {"mmlu": cj.LossToBenchmark.from_params(k=[1.0], A=0.7, B=-2.0, C=0.25)}
+    cj.save(cj.Pipeline(laws, bench, {"mmlu": 1.0}), folder / "pipeline.npz")
+    return folder, table, data
+
+
+def tamper(src, dst, edit_meta=None, edit_leaf=None):
+    """Copy a saved file, changing its metadata (a function of the dict) or one array."""
+    with np.load(src, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    meta = json.loads(str(arrays.pop("__meta__")))
+    if edit_meta:
+        edit_meta(meta)
+    if edit_leaf:
+        edit_leaf(arrays)
+    np.savez(dst, __meta__=np.array(json.dumps(meta)), **arrays)
+    return dst
+
+
+# --- load(): a file chooses no code --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("class_name", ["antigravity:Fly", "this:Law", "os:system", "camel_jax.cli:main"])
+def test_load_never_imports_the_class_a_file_names(files, tmp_path, class_name):
+    folder, _, _ = files
+    path = tamper(folder / "camel.npz", tmp_path / "x.npz", lambda m: m["law"].update({"class": class_name}))
+    module = class_name.partition(":")[0]
+    was_loaded = module in sys.modules
+    with pytest.raises(ValueError, match="unknown law class .*register_law"):
+        cj.load(path)
+    assert (module in sys.modules) == was_loaded  # nothing was imported
+
+
+def test_a_registered_user_law_loads_and_an_unregistered_one_cannot_be_saved(files, tmp_path):
+    class MyPowerLaw(cj.PowerLaw):
+        pass
+
+    law = MyPowerLaw.from_params(E=1.0, A=2.0, alpha=0.5)
+    x = jnp.linspace(1.0, 10.0, 8)
+    result = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=2, max_steps=5, polish=0)
+    with pytest.raises(TypeError, match="not registered: call camel_jax.register_law"):
+        cj.save(result, tmp_path / "mine.npz")
+    assert not list(tmp_path.iterdir())  # the failed save left nothing behind
+    cj.register_law(MyPowerLaw, name="tests:MyPowerLaw")
+    loaded = cj.load(cj.save(result, tmp_path / "mine.npz"))
+    assert type(loaded.law) is MyPowerLaw
+
+
+LOAD_CASES = {
+    "huge n_domains": (lambda m: m["law"]["structure"].update({"n_domains": 4000}), None, "trailing shape"),
+    "out-of-range int": (lambda m: m["law"]["structure"].update({"n_domains": 10**12}), None, "out of range"),
+    "zero domains": (lambda m: m["law"]["structure"].update({"n_domains": 0}), None, "n_domains"),
+    "string structure": (lambda m: m["law"]["structure"].update({"tied": "yes"}), None, "unexpected value"),
+    "nan exponent": (lambda m: m["law"]["structure"].update({"capacity_exponent": float("nan")}), None, "non-finite"),
+    "many inputs": (lambda m: m.update({"n_inputs": 10**9}), None, "n_inputs"),
+    "unknown kind": (lambda m: m.update({"kind": "Exploit"}), None, "unknown object kind"),
+    "newer format": (lambda m: m.update({"format_version": 99}), None, "upgrade camel-jax"),
+    "non-finite law": (None, lambda a: a.update({"leaf_0": np.full_like(a["leaf_0"], np.nan)}), "non-finite"),
+    "string leaf": (None, lambda a: a.update({"leaf_0": np.array(["x"] * a["leaf_0"].size)}), "dtype"),
+    "wrong shape": (None, lambda a: a.update({"leaf_0": np.zeros((7, 7, 7))}), "trailing shape"),
+    "missing leaf": (None, lambda a: a.pop(f"leaf_{len(a) - 1}"), "stored .* arrays"),
+}
+
+
+@pytest.mark.parametrize("case", list(LOAD_CASES))
+def test_load_refuses_tampered_files(files, tmp_path, case):
+    folder, _, _ = files
+    edit_meta, edit_leaf, message = LOAD_CASES[case]
+    path = tamper(folder / "camel.npz", tmp_path / "x.npz", edit_meta, edit_leaf)
+    with pytest.raises(ValueError, match=message):
+        cj.load(path)
+
+
+def broken_files(folder, tmp_path):
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes((folder / "camel.npz").read_bytes()[:300])
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    npy = tmp_path / "array.npy"
+    np.save(npy, np.zeros(3))
+    compressed = tmp_path / "compressed.npz"
+    with zipfile.ZipFile(folder / "camel.npz") as src, zipfile.ZipFile(compressed, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, src.read(name))
+    bad_json = tamper(folder / "camel.npz", tmp_path / "json.npz")
+    with np.load(bad_json) as stored:
+        arrays = {n: stored[n] for n in stored.files}
+    arrays["__meta__"] = np.array("{not json")
+    np.savez(bad_json, **arrays)
+    return {"truncated": truncated, "empty": empty, "npy": npy, "compressed": compressed, "bad json": bad_json}
+
+
+def test_load_refuses_files_that_are_not_camel_jax_results(files, tmp_path):
+    folder, _, _ = files
+    for name, path in broken_files(folder, tmp_path).items():
+        with pytest.raises(ValueError, match="camel_jax.save|compressed"):
+            cj.load(path)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        cj.load(tmp_path / "missing.npz")
+
+
+def test_old_format_names_of_shipped_laws_still_load(files, tmp_path):
+    folder, _, _ = files
+    old = "camel_jax.laws._camel:CAMEL"
+    path = tamper(folder / "camel.npz", tmp_path / "old.npz", lambda m: m["law"].update({"class": old}))
+    assert isinstance(cj.load(path).law, cj.CAMEL)
+
+
+# --- the API: arguments and data -----------------------------------------------------------------------------
+
+
+def camel5():
+    return cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
+
+
+def pipeline():
+    return cj.Pipeline(
+        {"mmlu": known_tied_camel()},
+        {"mmlu": cj.LossToBenchmark.from_params(k=[1.0], A=0.7, B=-2.0, C=0.25)},
+        {"mmlu": 1.0},
+    )
+
+
+def frame_with(**columns):
+    df = pd.DataFrame(R5, columns=[f"r_{j}" for j in range(5)])
+    df["size"], df["loss"] = SIZES, 3.0
+    for name, value in columns.items():
+        df[name] = value
+    return df
+
+
+def duplicated_columns():
+    df = frame_with()
+    return pd.concat([df, df[["size"]]], axis=1)
+
+
+y12 = jnp.full(12, 3.0)
+API_CASES = {
+    # severe 2: a dataset never observed
+    "all-zero mixture column": (
+        lambda: cj.MixtureData.from_frame(frame_with(r_0=0.0, r_1=R5[:, 0] + R5[:, 1]), mixture=[f"r_{j}" for j in range(5)], target="loss", size="size"),
+        ValueError,
+        "'r_0' is zero in every row",
+    ),
+    # severe 3: target sizes
+    "model_size 0": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=0.0), ValueError, "model_size"),
+    "model_size -3": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=-3.0), ValueError, "model_size"),
+    "model_size nan": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=np.nan), ValueError, "model_size"),
+    "model_size inf": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=np.inf), ValueError, "model_size"),
+    "mixture_path size 0": (lambda: cj.mixture_path(pipeline(), [8.0, 0.0], key=jax.random.key(0)), ValueError, "sizes"),
+    # severe 4: bounds and objective weights
+    "nan lower bound": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[np.nan, 0, 0]), ValueError, "`lower` must be finite"),
+    "nan upper bound": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, upper=[1, np.nan, 1]), ValueError, "`upper` must be finite"),
+    "lone reference": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.3, 0.4]), ValueError, "`reference` is only used with `max_shift`"),
+    "nan max_shift": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.3, 0.4], max_shift=np.nan), ValueError, "max_shift"),
+    "nan benchmark weight": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": np.nan}), ValueError, "'mmlu' has weight nan"),
+    "negative benchmark weight": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": -1.0}), ValueError, "'mmlu' has a negative weight"),
+    "empty objective": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {}), ValueError, "`weights` is empty"),
+    "unknown benchmark": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"nonexistent": 0.5}), ValueError, "'nonexistent' has a weight but no loss law"),
+    # severe 5: design budgets
+    "nan budget": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], np.nan, 11), ValueError, "`budget` must be finite"),
+    "nan cost": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, np.nan, 3.0], 10.0, 11), ValueError, "size 5 costs nan"),
+    "duplicated design sizes": (lambda: cj.allocate("hourglass", [4, 5, 5], 1.0, 10.0, 11), ValueError, "5 is repeated"),
+    # severe 6: shapes
+    "2-D size column": (lambda: cj.fit(camel5(), (R5, SIZES[:, None]), y12, key=jax.random.key(0)), ValueError, "must be 1-D"),
+    "missing mixture column": (lambda: cj.fit(camel5(), (R5[:, :4], SIZES), y12, key=jax.random.key(0)), ValueError, r"\(P, n_datasets\)=\(12, 5\)"),
+    # severe 8 and degenerate structures
+    "capacity_exponent 0": (lambda: cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=0.0), ValueError, "capacity_exponent"),
+    "capacity_exponent nan": (lambda: cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=np.nan), ValueError, "capacity_exponent"),
+    "n_domains 0": (lambda: cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=0), ValueError, "n_domains"),
+    "size_scale -1": (lambda: cj.Chinchilla.sample_init(jax.random.key(0), size_scale=-1.0), ValueError, "size_scale"),
+    # silent coercions
+    "restarts 2.5": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), restarts=2.5), TypeError, "`restarts` must be an integer"),
+    "tol -1": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), tol=-1), ValueError, "`tol`"),
+    "max_steps 0": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), max_steps=0), ValueError, "`max_steps`"),
+    "n_resamples -5": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=-5), ValueError, "`n_resamples`"),
+    "n_resamples 2.5": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2.5), TypeError, "`n_resamples`"),
+    "chunk_size 0": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=4, chunk_size=0), ValueError, "`chunk_size`"),
+    "mixture as a string": (lambda: cj.MixtureData.from_frame(frame_with(), mixture="r_0", target="loss"), TypeError, "got the string 'r_0'"),
+    "duplicated columns": (lambda: cj.MixtureData.from_frame(duplicated_columns(), mixture=[f"r_{j}" for j in range(5)], target="loss", size="size"), ValueError, r"duplicated column name\(s\) \['size'\]"),
+    "inits of another structure": (
+        lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2, inits=jax.tree.map(lambda a: a[None], cj.CAMEL.sample_init(jax.random.key(1), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0))),
+        ValueError,
+        "`inits` must be laws of the same class and structure",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(API_CASES))
+def test_api_bad_input_is_a_clear_error(case):
+    call, error, message = API_CASES[case]
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_bootstrap_picks_the_converged_flag_of_the_returned_start():
+    """The chosen start is the best finite one, and `converged` describes that start."""
+    true = known_tied_camel()
+    r, M = jnp.asarray(R5[:, :3] / R5[:, :3].sum(1, keepdims=True)), jnp.asarray(SIZES)
+    starts = jax.tree.map(lambda a: jnp.stack([a, a.at[...].set(jnp.nan)]), true)  # a good start and a NaN one
+    boot = cj.bootstrap(true, (r, M), true(r, M), key=jax.random.key(0), n_resamples=3, inits=starts, progress=False)
+    assert np.all(np.isfinite(np.asarray(boot.objectives))) and bool(jnp.all(boot.converged))
+    assert np.all(np.asarray(boot.n_failed) == 1)
+
+
+# --- the CLI: rc 2, one line, nothing written ----------------------------------------------------------------
+
+
+def run_cli(argv, capsys):
+    code = cli.main([str(a) for a in argv])
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+def semicolon_csv(folder, table, tmp_path):
+    path = tmp_path / "semi.csv"
+    table.to_csv(path, index=False, sep=";")
+    return path
+
+
+def duplicated_csv(folder, table, tmp_path):
+    path = tmp_path / "dup.csv"
+    path.write_text("r_0,r_0,size,loss\n0.5,0.5,4,3.0\n")
+    return path
+
+
+def zero_column_csv(folder, table, tmp_path):
+    path = tmp_path / "zero.csv"
+    t = table.copy()
+    t["r_code"] = t["r_code"] + t["r_math"]
+    t["r_math"] = 0.0
+    t.to_csv(path, index=False)
+    return path
+
+
+def file_as_folder(folder, table, tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    return tmp_path / "a_file" / "sub" / "fit"
+
+
+CLI_CASES = {
+    "optimize size 0": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "0"], "--size"),
+    "optimize size -3": (lambda f, t, p: ["optimize", f / "camel.npz", "--size=-3"], "--size"),
+    "optimize size nan": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "nan"], "--size"),
+    "optimize without size": (lambda f, t, p: ["optimize", f / "camel.npz"], "--size is required"),
+    "optimize dml with size": (lambda f, t, p: ["optimize", f / "dml.npz", "--size", "8"], "drop --size"),
+    "lone reference": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--reference", "0.2,0.2,0.2,0.2,0.2"], "--reference"),
+    "nan lower": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--lower", "nan,0,0,0,0"], "`lower` must be finite"),
+    "unknown benchmark weight": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0.5,nonexistent=0.5"], "nonexistent"),
+    "nan benchmark weight": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=nan"], "'mmlu' has weight nan"),
+    "truncated npz": (lambda f, t, p: ["optimize", broken_files(f, p)["truncated"], "--size", "8"], "camel_jax.save"),
+    "empty npz": (lambda f, t, p: ["optimize", broken_files(f, p)["empty"], "--size", "8"], "camel_jax.save"),
+    "npy file": (lambda f, t, p: ["optimize", broken_files(f, p)["npy"], "--size", "8"], "camel_jax.save"),
+    "odd metadata": (lambda f, t, p: ["optimize", broken_files(f, p)["bad json"], "--size", "8"], "camel_jax.save"),
+    "design nan budget": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "nan", "--out", p / "d.csv"], "`budget`"),
+    "design nan cost": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "10", "--costs", "1,nan,3", "--out", p / "d.csv"], "costs nan"),
+    "design duplicated sizes": (lambda f, t, p: ["design", "--sizes", "4,5,5", "--budget", "1e20", "--out", p / "d.csv"], "repeated"),
+    "capacity exponent 0": (lambda f, t, p: ["fit", f / "runs.csv", "--capacity-exponent", "0", "--out", p / "fit"], "capacity_exponent"),
+    "capacity exponent nan": (lambda f, t, p: ["fit", f / "runs.csv", "--capacity-exponent", "nan", "--out", p / "fit"], "capacity_exponent"),
+    "domains 0": (lambda f, t, p: ["fit", f / "runs.csv", "--domains", "0", "--out", p / "fit"], "n_domains"),
+    "resamples -5": (lambda f, t, p: ["fit", f / "runs.csv", "--resamples=-5", "--out", p / "fit"], "--resamples"),
+    "restarts 0": (lambda f, t, p: ["fit", f / "runs.csv", "--restarts", "0", "--out", p / "fit"], "--restarts"),
+    "dml over several sizes": (lambda f, t, p: ["fit", f / "runs.csv", "--law", "dml", "--out", p / "fit"], "one model size"),
+    "unwritable out": (lambda f, t, p: ["fit", f / "runs.csv", "--out", file_as_folder(f, t, p)], "not a writable folder"),
+    "semicolon csv": (lambda f, t, p: ["fit", semicolon_csv(f, t, p), "--out", p / "fit"], "separated by ';'"),
+    "duplicated csv columns": (lambda f, t, p: ["fit", duplicated_csv(f, t, p), "--out", p / "fit"], r"duplicated column name\(s\) \['r_0'\]"),
+    "all-zero mixture column": (lambda f, t, p: ["fit", zero_column_csv(f, t, p), "--out", p / "fit"], "'r_math' is zero in every row"),
+    "missing csv": (lambda f, t, p: ["fit", p / "nope.csv", "--out", p / "fit"], "no such file"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CLI_CASES))
+def test_cli_bad_input_is_one_line_with_rc_2_and_writes_nothing(files, tmp_path, capsys, case):
+    folder, table, _ = files
+    argv, message = CLI_CASES[case]
+    work = tmp_path / "work"
+    work.mkdir()
+    before = set(work.rglob("*"))
+    code, err = run_cli(argv(folder, table, work), capsys)
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and err.startswith("camel-jax "), err
+    assert __import__("re").search(message, err), err
+    created = {p for p in set(work.rglob("*")) - before if p.suffix in (".json", ".npz", ".png", ".csv")}
+    assert not {p for p in created if p.stem in ("fit", "d")}, created
+
+
+def test_cli_dml_fit_then_optimize_works(files, capsys):
+    folder, _, _ = files
+    code = cli.main(["optimize", str(folder / "dml.npz")])
+    out = capsys.readouterr().out
+    assert code == 0 and "at the fitted size" in out and "optimal mixture" in out
+
+
+def test_cli_failed_output_write_leaves_no_file_behind(files, tmp_path, monkeypatch, capsys):
+    folder, _, _ = files
+    import camel_jax._save
+
+    def fail(obj, file):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(camel_jax._save, "save_to", fail)
+    code = cli.main(
+        ["fit", str(folder / "runs.csv"), "--restarts", "2", "--resamples", "0", "--out", str(tmp_path / "fit")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "disk full" in err
+    assert not list(tmp_path.iterdir())
