@@ -267,7 +267,7 @@ def _fit(args: argparse.Namespace) -> None:
         out["intervals_95"] = {
             k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
         }
-        out["bootstrap_resamples"] = args.resamples
+        out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
     if uses_mixture and uses_size:
         data_with_groups = MixtureData(
             r=data.r,

@@ -345,3 +345,26 @@ def test_cli_failed_output_write_leaves_no_file_behind(files, tmp_path, monkeypa
     err = capsys.readouterr().err
     assert code == 2 and "disk full" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_bootstrap_chunks_follow_a_memory_budget_and_ctrl_c_keeps_finished_chunks(monkeypatch):
+    import camel_jax._bootstrap as boot_module
+
+    true = known_tied_camel()
+    r = jnp.asarray(R5[:, :3] / R5[:, :3].sum(1, keepdims=True))
+    M = jnp.asarray(SIZES)
+    small = boot_module._chunk_from_memory(true, 12, 4, 8, 10_000)
+    large = boot_module._chunk_from_memory(true, 100_000, 4, 8, 10_000)
+    assert small == 10_000 and 1 <= large < 1_000  # 100k rows: chunks of hundreds, not all at once
+    real, calls = boot_module._bootstrap_chunk, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(boot_module, "_bootstrap_chunk", interrupted)
+    with pytest.warns(UserWarning, match="returning the 4 of 10 resamples"):
+        result = cj.bootstrap(true, (r, M), true(r, M), key=jax.random.key(0), n_resamples=10, chunk_size=2, restarts=2, progress=False)
+    assert result.n_resamples == 4 and result.weights.shape == (4, 12)
