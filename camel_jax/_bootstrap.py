@@ -23,7 +23,7 @@ from ._fit import (
     fit_targets,
     solver_options,
 )
-from .laws._base import n_free_parameters
+from .laws._base import count, n_free_parameters
 
 
 def resample_weights(
@@ -167,10 +167,7 @@ def bootstrap(
         )
     key_weights, key_starts = jax.random.split(key)
     if weights is None:
-        if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
-            raise TypeError(f"`n_resamples` must be an integer; got {n_resamples!r}")
-        if n_resamples < 1:
-            raise ValueError(f"`n_resamples` must be >= 1; got {n_resamples}")
+        count(n_resamples, "n_resamples")
         if groups is not None and np.asarray(groups).shape != (n_points,):
             raise ValueError(f"`groups` must have shape ({n_points},); got {np.asarray(groups).shape}")
         if strata is not None and np.asarray(strata).shape != (n_points,):

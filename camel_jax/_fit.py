@@ -15,7 +15,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, STALLED, minimize
 from ._newton import polish
-from .laws._base import n_free_parameters
+from .laws._base import count, n_free_parameters
 
 # Under log residuals, predictions below this fraction of the target continue the log linearly (see `residuals`).
 LOG_FLOOR = 1e-4
@@ -194,10 +194,8 @@ def _polish_best(loss, solution, best, finite, options):
     The polish's status replaces L-BFGS's when it reached the tolerance or stalled at working precision;
     otherwise the start keeps the status L-BFGS gave it."""
     polished = polish(loss, solution.x[best], max_steps=options["polish"], tol=options["tol"])
-    done = finite & ((polished.status == CONVERGED) | (polished.status == STALLED))
     keep_lbfgs = (polished.status == MAX_STEPS) & (solution.status[best] != MAX_STEPS)
-    status = jnp.where(done | ~keep_lbfgs, polished.status, solution.status[best])
-    status = jnp.where(finite, status, solution.status[best])
+    status = jnp.where(finite & ~keep_lbfgs, polished.status, solution.status[best])
 
     def put(field, value):
         return field.at[best].set(jnp.where(finite, value, field[best]))
@@ -289,11 +287,9 @@ def _check_inits(law: eqx.Module, inits: eqx.Module) -> None:
 
 def check_solver_arguments(n_starts: Any, max_steps: Any, tol: Any, polish: Any) -> None:
     """Integer counts and a positive tolerance, checked before compute (no silent coercion)."""
-    for name, value, least in (("restarts", n_starts, 1), ("max_steps", max_steps, 1), ("polish", polish, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"`{name}` must be an integer; got {value!r}")
-        if value < least:
-            raise ValueError(f"`{name}` must be >= {least}; got {value}")
+    count(n_starts, "restarts")
+    count(max_steps, "max_steps")
+    count(polish, "polish", least=0)
     if tol is not None and not (isinstance(tol, (int, float)) and np.isfinite(tol) and tol > 0):
         raise ValueError(f"`tol` must be a finite number > 0 (or None for the default); got {tol!r}")
 

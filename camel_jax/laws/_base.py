@@ -151,10 +151,10 @@ def positive_number(value: Any, name: str) -> float:
     return float(value)
 
 
-def count(value: Any, name: str) -> int:
-    """A structural size (datasets, domains, losses): an integer >= 1, else an error naming it."""
+def count(value: Any, name: str, least: int = 1) -> int:
+    """A count (datasets, domains, restarts, steps): an integer >= `least`, else an error naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"`{name}` must be an integer; got {value!r}")
-    if value < 1:
-        raise ValueError(f"`{name}` must be >= 1; got {value}")
+    if value < least:
+        raise ValueError(f"`{name}` must be >= {least}; got {value}")
     return int(value)
