@@ -6,6 +6,8 @@ Prints figures and ratios measured in the same run; asserts nothing. Sections:
 2. A 1,000-resample warm-started CAMEL bootstrap: wall time and peak memory (in a fresh process).
 3. Epoch AI's Chinchilla data from Hoffmann's 4,500-start grid with prescreening, compile included (fresh
    process); scipy with a JAX gradient over a random 150 of the grid points, scaled to the full grid.
+4. Convergence per law with default options: converged share, the best start's status, its objective gap to a
+   20,000-step reference, and the parameters the data leave free.
 
 Usage: python benchmarks/bench_fit.py [--quick]
 """
@@ -29,6 +31,7 @@ jax.config.update("jax_enable_x64", True)
 import camel_jax as cj  # noqa: E402
 from camel_jax import _simulate  # noqa: E402
 from camel_jax._design import perturbed_mixtures  # noqa: E402
+from camel_jax._lbfgs import STATUS_NAMES  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
@@ -191,13 +194,65 @@ def section_epoch(quick: bool) -> None:
     )
 
 
+def convergence_cases():
+    """The laws of issue 10 on the 66-point design (and Chinchilla on Epoch's data when present)."""
+    data = paper_design()
+    tied = dict(n_datasets=5, tied=True, capacity_exponent=3.0)
+    sodm = dict(n_datasets=5, tokens=False)
+    cases = {
+        "CAMEL tied k=3": (cj.CAMEL.sample_init(jax.random.key(0), n_domains=3, **tied), data.inputs, data.y),
+        "CAMEL tied k=5": (cj.CAMEL.sample_init(jax.random.key(0), n_domains=5, **tied), data.inputs, data.y),
+        "CAMEL free k=3": (cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3), data.inputs, data.y),
+        "SODMAdditive": (cj.SODMAdditive.sample_init(jax.random.key(0), **sodm), data.inputs, data.y),
+        "SODMJoint": (cj.SODMJoint.sample_init(jax.random.key(0), **sodm), data.inputs, data.y),
+    }
+    one_size = np.asarray(data.size) == 10.0
+    dml = cj.DML.sample_init(jax.random.key(0), n_datasets=5, n_domains=1)
+    cases["DML k=1 (M=10 only)"] = (dml, (data.r[one_size],), data.y[one_size])
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    try:
+        import shared_data
+
+        df = shared_data.epoch_chinchilla()
+        inputs = (df["N"].to_numpy(), df["D"].to_numpy())
+        cases["Chinchilla (Epoch)"] = (cj.Chinchilla.sample_init(jax.random.key(0)), inputs, df["loss"].to_numpy())
+    except FileNotFoundError:
+        pass
+    return cases
+
+
+def section_convergence(quick: bool) -> None:
+    """Converged share of 64 default starts, the best start's status, its gap to a 20,000-step reference, and how
+    many parameters the data leave free (`FitResult.identifiability`)."""
+    print("\n4. Convergence with default options (64 starts, 1,000 L-BFGS steps, Newton polish of the best)")
+    print(f"   {'law':22s} {'converged':>9s} {'best start':>11s} {'gap to 20k-step ref':>20s} {'not identified':>15s}")
+    for name, (law, inputs, y) in convergence_cases().items():
+        t0 = time.perf_counter()
+        result = cj.fit(law, inputs, y, key=jax.random.key(1))
+        seconds = time.perf_counter() - t0
+        reference = cj.fit(law, inputs, y, key=jax.random.key(1), max_steps=5_000 if quick else 20_000)
+        status = np.asarray(result.status)
+        best = int(np.argmin(np.where(np.isfinite(np.asarray(result.objectives)), result.objectives, np.inf)))
+        gap = (float(result.objective) - float(reference.objective)) / float(reference.objective)
+        report = result.identifiability()
+        print(
+            f"   {name:22s} {np.mean(np.asarray(result.converged)):9.0%} {STATUS_NAMES[int(status[best])]:>11s} "
+            f"{gap:20.1e} {len(report.not_identified):>6d}/{len(report.names):<3d} ({seconds:.1f} s)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["camel", "bootstrap", "epoch"])
+    parser.add_argument("--only", choices=["camel", "bootstrap", "epoch", "convergence"])
     args = parser.parse_args()
     print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}, {os.cpu_count()} CPU cores")
-    sections = {"camel": section_camel, "bootstrap": section_bootstrap, "epoch": section_epoch}
+    sections = {
+        "camel": section_camel,
+        "bootstrap": section_bootstrap,
+        "epoch": section_epoch,
+        "convergence": section_convergence,
+    }
     for name, section in sections.items():
         if args.only in (None, name):
             section(args.quick)

@@ -13,6 +13,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from ._identify import Identifiability, identifiability
 from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, STALLED, minimize
 from ._newton import polish
 from .laws._base import count, n_free_parameters
@@ -109,26 +110,59 @@ class FitResult(eqx.Module):
             return self.law(*arrays)
         return jax.vmap(lambda law: law(*arrays))(self.law)
 
-    def summary(self) -> dict[str, Any]:
-        """Objective, R^2 and MAPE (%) on the fitted points (weighted), and convergence counts."""
+    def identifiability(self, max_sd: float = 1.0) -> Identifiability | list[Identifiability]:
+        """Which parameters of the best law the data determine (see `camel_jax._identify`): the standard
+        deviation of each, and the names of those above `max_sd`. A list, one per target, for a [T, P] fit."""
+        if self.n_targets is None:
+            return identifiability(
+                self.law, self.inputs, self.y, self.weights, log_residuals=self.log_residuals, max_sd=max_sd
+            )
+        return [
+            identifiability(
+                jax.tree.map(lambda leaf: leaf[t], self.law),
+                self.inputs,
+                self.y[t],
+                self.weights[t],
+                log_residuals=self.log_residuals,
+                max_sd=max_sd,
+            )
+            for t in range(self.n_targets)
+        ]
+
+    def summary(self, identify: bool = True) -> dict[str, Any]:
+        """Objective, R^2 and MAPE (%) on the fitted points (weighted), convergence counts and, unless
+        `identify=False`, `not_identified`: the parameters the data leave free (see `identifiability`)."""
         pred = np.asarray(self.predict(*self.inputs))
         y, w = np.asarray(self.y), np.asarray(self.weights)
         mask = w > 0
-        mean = np.sum(np.where(mask, w * y, 0), axis=-1, keepdims=True) / np.sum(w, axis=-1, keepdims=True)
-        ss_res = np.sum(np.where(mask, w * (pred - y) ** 2, 0), axis=-1)
-        ss_tot = np.sum(np.where(mask, w * (y - mean) ** 2, 0), axis=-1)
         scored = mask & (y != 0)  # MAPE is undefined at a zero target (an accuracy of 0): such points are left out
         ape = np.where(scored, w * np.abs((pred - y) / np.where(scored, y, 1.0)), 0)
         status = np.asarray(self.status)
-        return {
+        out = {
             "objective": np.asarray(self.objective),
-            "r2": 1.0 - ss_res / ss_tot,
+            "r2": r_squared(pred, y, w),
             "mape_percent": 100.0 * np.sum(ape, axis=-1) / np.sum(np.where(scored, w, 0), axis=-1),
             "n_starts": status.shape[-1],
             "n_converged": np.sum(np.asarray(self.converged), axis=-1),
             "n_max_steps": np.sum(status == 4, axis=-1),
             "n_failed": np.asarray(self.n_failed),
         }
+        if identify:
+            report = self.identifiability()
+            reports = [report] if isinstance(report, Identifiability) else report
+            names = [list(r.not_identified) for r in reports]
+            out["not_identified"] = names[0] if self.n_targets is None else names
+        return out
+
+
+def r_squared(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted R^2 over the last axis (points with zero weight left out)."""
+    mask = w > 0
+    mean = np.sum(np.where(mask, w * y, 0), axis=-1, keepdims=True) / np.sum(w, axis=-1, keepdims=True)
+    ss_res = np.sum(np.where(mask, w * (pred - y) ** 2, 0), axis=-1)
+    ss_tot = np.sum(np.where(mask, w * (y - mean) ** 2, 0), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 - ss_res / ss_tot
 
 
 # --- the compiled core ----------------------------------------------------------------------------------------
@@ -285,6 +319,30 @@ def _check_inits(law: eqx.Module, inits: eqx.Module) -> None:
         )
 
 
+def _warn_sizes(law: eqx.Module, arrays: tuple[Array, ...], W: Array) -> None:
+    """Warn when the design cannot support extrapolation in model size: one size, or fewer distinct sizes than
+    the parameters that describe the size dependence (the law's `size_parameters()`)."""
+    spec = law.size_parameters() if hasattr(law, "size_parameters") else None
+    if spec is None:
+        return
+    position, n_size_params = spec
+    sizes = np.asarray(arrays[position])
+    n_sizes = min(len(np.unique(sizes[row > 0])) for row in np.asarray(W).reshape(-1, sizes.shape[0]))
+    if n_sizes == 1:
+        warnings.warn(
+            f"the data hold one model size (inputs[{position}]): nothing determines how the loss changes with "
+            "size, so the size exponents and the floor C are arbitrary and predictions at other sizes meaningless",
+            stacklevel=3,
+        )
+    elif n_sizes < n_size_params:
+        warnings.warn(
+            f"the data hold {n_sizes} distinct model sizes for {n_size_params} parameters of the size dependence: "
+            "the floor and the size exponents are not determined (see `FitResult.identifiability()`); "
+            "extrapolation in size is unreliable",
+            stacklevel=3,
+        )
+
+
 def check_solver_arguments(n_starts: Any, max_steps: Any, tol: Any, polish: Any) -> None:
     """Integer counts and a positive tolerance, checked before compute (no silent coercion)."""
     count(n_starts, "restarts")
@@ -437,6 +495,7 @@ def fit(
             "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
             stacklevel=2,
         )
+    _warn_sizes(law, arrays, W)
     options = solver_options(
         Y.dtype,
         n_starts,
@@ -457,6 +516,13 @@ def fit(
     if not batched:
         out = jax.tree.map(lambda leaf: leaf[0], out)
     result = FitResult(**out, inputs=arrays, y=Y, weights=W, log_residuals=bool(log_residuals))
+    r2 = r_squared(np.asarray(result.predict(*arrays)), np.asarray(Y), np.asarray(W))
+    if np.any(np.isfinite(r2) & (r2 <= 0)):  # a non-finite fit is reported by `n_failed` instead
+        warnings.warn(
+            f"the best fit explains none of the variance of the targets (R^2 = {np.round(r2, 4).tolist()}): "
+            "its parameters and extrapolations mean nothing; check the law, its structure and the data",
+            stacklevel=2,
+        )
     if throw and bool(np.any(np.asarray(result.n_failed) == np.asarray(result.objectives).shape[-1])):
         raise RuntimeError(
             f"every start ended non-finite ({int(np.max(np.asarray(result.n_failed)))} of "

@@ -33,6 +33,7 @@ class _State(NamedTuple):
     damping: Float[Array, ""]
     n_steps: Int[Array, ""]
     status: Int[Array, ""]
+    small: Int[Array, ""]  # consecutive accepted steps whose relative decrease was <= tol
 
 
 def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
@@ -45,7 +46,7 @@ def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: 
     finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
     status0 = jnp.where(finite0, RUNNING, NONFINITE)
     status0 = jnp.where(finite0 & (jnp.max(jnp.abs(g0)) <= tol), CONVERGED, status0)
-    state = _State(x0, f0, g0, jnp.asarray(_DAMPING_START, x0.dtype), jnp.array(0), status0)
+    state = _State(x0, f0, g0, jnp.asarray(_DAMPING_START, x0.dtype), jnp.array(0), status0, jnp.array(0))
 
     def cond(state: _State) -> Array:
         return (state.status == RUNNING) & (state.n_steps < max_steps)
@@ -60,7 +61,9 @@ def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: 
         accept = jnp.isfinite(f_try) & jnp.all(jnp.isfinite(g_try)) & (f_try < state.f)
         damping = jnp.where(accept, jnp.maximum(state.damping / 10, _DAMPING_MIN), state.damping * 100)
         g = jnp.where(accept, g_try, state.g)
-        status = jnp.where(jnp.max(jnp.abs(g)) <= tol, CONVERGED, RUNNING)
+        decrease = (state.f - f_try) / jnp.maximum(jnp.abs(f_try), jnp.finfo(f_try.dtype).tiny)
+        small = jnp.where(accept, jnp.where(decrease <= tol, state.small + 1, 0), state.small)
+        status = jnp.where((jnp.max(jnp.abs(g)) <= tol) | (small >= 2), CONVERGED, RUNNING)
         status = jnp.where(~accept & (damping > _DAMPING_GIVE_UP), STALLED, status)
         return _State(
             x=jnp.where(accept, x_try, state.x),
@@ -69,6 +72,7 @@ def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: 
             damping=damping,
             n_steps=state.n_steps + 1,
             status=status,
+            small=small,
         )
 
     state = jax.lax.while_loop(cond, body, state)

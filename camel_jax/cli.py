@@ -199,6 +199,7 @@ def _fit(args: argparse.Namespace) -> None:
     from ._bootstrap import bootstrap
     from ._fit import fit
     from ._io import MixtureData
+    from ._lbfgs import STATUS_NAMES
     from ._save import save_to
 
     if args.restarts < 1:
@@ -258,7 +259,8 @@ def _fit(args: argparse.Namespace) -> None:
             "target": args.target,
         },
         "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
-        "summary": {k: np.asarray(v).tolist() for k, v in result.summary().items()},
+        "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
+        "best_status": STATUS_NAMES[int(np.asarray(result.status)[int(np.argmin(_ranked(result)))])],
     }
     boot = None
     if args.resamples > 0:
@@ -268,6 +270,7 @@ def _fit(args: argparse.Namespace) -> None:
             k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
         }
         out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
+        out["outside_interval"] = _outside(out["params"], out["intervals_95"])
     if uses_mixture and uses_size:
         data_with_groups = MixtureData(
             r=data.r,
@@ -290,20 +293,61 @@ def _fit(args: argparse.Namespace) -> None:
             Path(f"{prefix}.png"): lambda f: fig.savefig(f, format="png", dpi=130, bbox_inches="tight"),
         }
     )
-    s = result.summary()
+    s = out["summary"]
     print(
         f"{out['law']}: objective {float(s['objective']):.4g}, R^2 {float(s['r2']):.5f}, "
-        f"MAPE {float(s['mape_percent']):.3f}%, {int(s['n_converged'])}/{s['n_starts']} starts converged"
+        f"MAPE {float(s['mape_percent']):.3f}%, {int(s['n_converged'])}/{s['n_starts']} starts converged, "
+        f"best start: {out['best_status']}"
     )
+    if boot is not None:
+        print(f"  bootstrap: {int(np.sum(np.asarray(boot.converged)))}/{boot.n_resamples} resamples converged")
+    if out["best_status"] not in ("converged", "stalled"):
+        print(
+            "  warning: the best start did not converge; the intervals below describe where the resamples "
+            "stopped, not what the data determine"
+        )
+    _print_params(out)
+    print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
+
+
+def _ranked(result: Any) -> np.ndarray:
+    objectives = np.asarray(result.objectives)
+    return np.where(np.isfinite(objectives) & (np.asarray(result.status) != 3), objectives, np.inf)
+
+
+def _element_names(name: str, value: Any) -> list[str]:
+    shape = np.shape(value)
+    return [name] if shape == () else [f"{name}[{', '.join(map(str, i))}]" for i in np.ndindex(*shape)]
+
+
+def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
+    """The parameter elements whose point estimate lies outside their own bootstrap interval."""
+    names = []
+    for name, value in params.items():
+        low, high = (np.asarray(v, dtype=float) for v in intervals[name])
+        point = np.asarray(value, dtype=float)
+        outside = ~((low <= point) & (point <= high))
+        names += [n for n, o in zip(_element_names(name, value), np.ravel(outside)) if o]
+    return names
+
+
+def _print_params(out: dict[str, Any]) -> None:
+    """Each parameter with its 95% interval; elements the data do not determine are said to be so."""
 
     def show(value):
         return np.array2string(np.asarray(value), precision=4, separator=", ")
 
+    free = set(out["summary"]["not_identified"])
     for name, value in out["params"].items():
         interval = out.get("intervals_95", {}).get(name)
         text = show(value) + (f"  95% [{show(interval[0])}, {show(interval[1])}]" if interval is not None else "")
+        loose = [n for n in _element_names(name, value) if n in free]
+        if loose:
+            text += f"  (not identified by these data: {', '.join(loose)})"
         print(f"  {name}: {text}")
-    print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
+    outside = out.get("outside_interval", [])
+    if outside:
+        print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
 
 
 def _fixed_tokens(law: Any, data: Any):

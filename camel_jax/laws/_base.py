@@ -26,6 +26,7 @@ class AbstractLaw(eqx.Module):
     - `params() -> dict[str, Array]`: the constrained values, in user units.
     - `sample_init(key, **structure)`: a random starting point, a pure function of `key`.
     - `structure() -> dict`: the keywords that make `sample_init` rebuild this structure.
+    - optionally `size_parameters()`: where the model size enters and how many parameters describe it.
     """
 
     @abc.abstractmethod
@@ -44,6 +45,11 @@ class AbstractLaw(eqx.Module):
 
     @abc.abstractmethod
     def structure(self) -> dict[str, Any]: ...
+
+    def size_parameters(self) -> tuple[int, int] | None:
+        """(position of the model-size array in `inputs`, number of parameters that shape the size dependence),
+        or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
+        return None
 
 
 def n_free_parameters(law: eqx.Module) -> int:
@@ -64,6 +70,8 @@ def as_leaves(core_ndims: dict[str, int], values: dict[str, ArrayLike]) -> dict[
             value = value.astype(jnp.result_type(float))
         if value.ndim < ndim:
             raise ValueError(f"parameter `{name}` must have at least {ndim} dimension(s); got shape {value.shape}")
+        if not isinstance(value, jax.core.Tracer) and not bool(np.all(np.isfinite(np.asarray(value)))):
+            raise ValueError(f"parameter `{name}` must be finite; got {np.asarray(value)}")
         arrays[name] = value
     batches = [arrays[n].shape[: arrays[n].ndim - d] for n, d in core_ndims.items()]
     try:

@@ -177,6 +177,10 @@ class CAMEL(AbstractLaw):
             beta_bounds=beta_bounds,
         )
 
+    def size_parameters(self) -> tuple[int, int]:
+        """Size is `inputs[1]`; C and the k exponents beta describe the size dependence."""
+        return 1, int(self.raw_beta.shape[-1]) + 1
+
     def structure(self) -> dict[str, Any]:
         k, n = self.t_logits.shape[-2:]
         return {

@@ -102,5 +102,9 @@ class Chinchilla(AbstractLaw):
             tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
+    def size_parameters(self) -> tuple[int, int]:
+        """Size N is `inputs[0]`; E, A and alpha describe the size dependence."""
+        return 0, 3
+
     def structure(self) -> dict[str, Any]:
         return {"size_scale": self.size_scale, "tokens_scale": self.tokens_scale}

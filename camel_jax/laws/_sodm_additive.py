@@ -125,6 +125,10 @@ class SODMAdditive(AbstractLaw):
             tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
+    def size_parameters(self) -> tuple[int, int]:
+        """Size is `inputs[1]`; E, A and alpha describe the size dependence."""
+        return 1, 3
+
     def structure(self) -> dict[str, Any]:
         return {
             "n_datasets": self.log_C.shape[-1],

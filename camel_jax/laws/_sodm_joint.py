@@ -143,6 +143,10 @@ class SODMJoint(AbstractLaw):
             tokens_scale=positive_number(tokens_scale, "tokens_scale"),
         )
 
+    def size_parameters(self) -> tuple[int, int]:
+        """Size is `inputs[1]`; E, the size amplitudes and alpha describe the size dependence."""
+        return 1, 3
+
     def structure(self) -> dict[str, Any]:
         return {
             "n_datasets": self.log_C.shape[-1],
