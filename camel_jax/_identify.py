@@ -49,12 +49,10 @@ class Identifiability(eqx.Module):
     max_sd: float = eqx.field(static=True)
 
 
-def _element_names(params: dict[str, Any]) -> tuple[str, ...]:
-    names = []
-    for name, value in params.items():
-        shape = np.shape(value)
-        names.extend([name] if shape == () else [f"{name}[{', '.join(map(str, i))}]" for i in np.ndindex(*shape)])
-    return tuple(names)
+def element_names(name: str, value: Any) -> list[str]:
+    """`name` for a scalar, else `name[i, j]` for every element of `value` (row-major, as `ravel`)."""
+    shape = np.shape(value)
+    return [name] if shape == () else [f"{name}[{', '.join(map(str, i))}]" for i in np.ndindex(*shape)]
 
 
 @eqx.filter_jit
@@ -111,7 +109,7 @@ def identifiability(
     gauge = size <= np.sqrt(eps) * max(float(np.max(size)), np.finfo(float).tiny)
     variance = (np.where(gauge[None, :], 0.0, moved**2) / np.maximum(eigenvalues, floor)[None, :]).sum(axis=1)
     sd = np.sqrt(noise_variance * variance) if n > d else np.full(variance.shape, np.inf)
-    names = _element_names(fitted)
+    names = tuple(n for name, value in fitted.items() for n in element_names(name, value))
     return Identifiability(
         names=names,
         sd=sd,

@@ -37,7 +37,8 @@ class _State(NamedTuple):
 
 
 def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
-    """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` (CONVERGED), when even a
+    """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` or after two accepted steps in a
+    row that lower `fun` by a relative `tol` or less, as L-BFGS does (CONVERGED), when even a
     heavily damped step cannot lower `fun` (STALLED: optimal to working precision), or after `max_steps`
     Hessians (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE)."""
     value_and_grad = jax.value_and_grad(fun)

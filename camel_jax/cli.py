@@ -315,24 +315,22 @@ def _ranked(result: Any) -> np.ndarray:
     return np.where(np.isfinite(objectives) & (np.asarray(result.status) != 3), objectives, np.inf)
 
 
-def _element_names(name: str, value: Any) -> list[str]:
-    shape = np.shape(value)
-    return [name] if shape == () else [f"{name}[{', '.join(map(str, i))}]" for i in np.ndindex(*shape)]
-
-
 def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
     """The parameter elements whose point estimate lies outside their own bootstrap interval."""
+    from ._identify import element_names
+
     names = []
     for name, value in params.items():
         low, high = (np.asarray(v, dtype=float) for v in intervals[name])
         point = np.asarray(value, dtype=float)
         outside = ~((low <= point) & (point <= high))
-        names += [n for n, o in zip(_element_names(name, value), np.ravel(outside)) if o]
+        names += [n for n, o in zip(element_names(name, value), np.ravel(outside)) if o]
     return names
 
 
 def _print_params(out: dict[str, Any]) -> None:
     """Each parameter with its 95% interval; elements the data do not determine are said to be so."""
+    from ._identify import element_names
 
     def show(value):
         return np.array2string(np.asarray(value), precision=4, separator=", ")
@@ -341,7 +339,7 @@ def _print_params(out: dict[str, Any]) -> None:
     for name, value in out["params"].items():
         interval = out.get("intervals_95", {}).get(name)
         text = show(value) + (f"  95% [{show(interval[0])}, {show(interval[1])}]" if interval is not None else "")
-        loose = [n for n in _element_names(name, value) if n in free]
+        loose = [n for n in element_names(name, value) if n in free]
         if loose:
             text += f"  (not identified by these data: {', '.join(loose)})"
         print(f"  {name}: {text}")
