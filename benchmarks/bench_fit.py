@@ -231,12 +231,10 @@ def section_convergence(quick: bool) -> None:
         result = cj.fit(law, inputs, y, key=jax.random.key(1))
         seconds = time.perf_counter() - t0
         reference = cj.fit(law, inputs, y, key=jax.random.key(1), max_steps=5_000 if quick else 20_000)
-        status = np.asarray(result.status)
-        best = int(np.argmin(np.where(np.isfinite(np.asarray(result.objectives)), result.objectives, np.inf)))
         gap = (float(result.objective) - float(reference.objective)) / float(reference.objective)
         report = result.identifiability()
         print(
-            f"   {name:22s} {np.mean(np.asarray(result.converged)):9.0%} {STATUS_NAMES[int(status[best])]:>11s} "
+            f"   {name:22s} {np.mean(np.asarray(result.converged)):9.0%} {STATUS_NAMES[int(result.best_status)]:>11s} "
             f"{gap:20.1e} {len(report.not_identified):>6d}/{len(report.names):<3d} ({seconds:.1f} s)"
         )
 

@@ -103,6 +103,14 @@ class FitResult(eqx.Module):
         """T when `y` was [T, P], else None."""
         return None if self.y.ndim == 1 else int(self.y.shape[0])
 
+    @property
+    def best_status(self) -> np.ndarray:
+        """The status code of the start returned as `law` (the lowest finite objective), per target."""
+        status = np.asarray(self.status)
+        finite = np.isfinite(np.asarray(self.objectives)) & (status != NONFINITE)
+        best = np.argmin(np.where(finite, np.asarray(self.objectives), np.inf), axis=-1)
+        return np.take_along_axis(status, best[..., None], axis=-1)[..., 0]
+
     def predict(self, *inputs: ArrayLike) -> Array:
         """Predictions of the best law at `inputs` ([P], or [T, P] for a fit over T targets)."""
         arrays = tuple(jnp.asarray(x) for x in inputs)

@@ -260,7 +260,7 @@ def _fit(args: argparse.Namespace) -> None:
         },
         "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
         "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
-        "best_status": STATUS_NAMES[int(np.asarray(result.status)[int(np.argmin(_ranked(result)))])],
+        "best_status": STATUS_NAMES[int(result.best_status)],
     }
     boot = None
     if args.resamples > 0:
@@ -308,11 +308,6 @@ def _fit(args: argparse.Namespace) -> None:
         )
     _print_params(out)
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
-
-
-def _ranked(result: Any) -> np.ndarray:
-    objectives = np.asarray(result.objectives)
-    return np.where(np.isfinite(objectives) & (np.asarray(result.status) != 3), objectives, np.inf)
 
 
 def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
