@@ -55,6 +55,13 @@ class Solution(NamedTuple):
     status: Int[Array, ""]
 
 
+def small_decrease_count(f: Array, f_new: Array, count: Array, tol: float) -> Array:
+    """`count + 1` when the step from `f` to `f_new` lowered the objective by a relative `tol` or less, else 0:
+    the stopping rule both solvers share (two such accepted steps in a row count as converged)."""
+    decrease = (f - f_new) / jnp.maximum(jnp.abs(f_new), jnp.finfo(f_new.dtype).tiny)
+    return jnp.where(decrease <= tol, count + 1, 0)
+
+
 def _steepest(lbfgs: optax.GradientTransformation, x: Array, g: Array):
     """Capped steepest descent -g min(1, 1/|g|) and the L-BFGS state after it, with empty memory.
 
@@ -112,8 +119,7 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
         # Accepted: new point, new L-BFGS direction (or steepest descent if that is unusable), unit step.
         g_acc = jnp.where(accept, g_try, state.g)
         d_acc, lbfgs_acc, usable = _lbfgs_direction(lbfgs, x_try, g_acc, state.lbfgs)
-        decrease = (state.f - f_try) / jnp.maximum(jnp.abs(f_try), jnp.finfo(f_try.dtype).tiny)
-        small_acc = jnp.where(decrease <= tol, small + 1, 0)
+        small_acc = small_decrease_count(state.f, f_try, small, tol)
         status_acc = jnp.where((small_acc >= 2) | (jnp.max(jnp.abs(g_try)) <= tol), CONVERGED, RUNNING)
 
         # Rejected: shrink the step by safeguarded quadratic interpolation on f along the direction.

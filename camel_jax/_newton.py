@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, RUNNING, STALLED, Solution
+from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, RUNNING, STALLED, Solution, small_decrease_count
 
 _DAMPING_START = 1e-8
 _DAMPING_MIN = 1e-14
@@ -62,8 +62,7 @@ def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: 
         accept = jnp.isfinite(f_try) & jnp.all(jnp.isfinite(g_try)) & (f_try < state.f)
         damping = jnp.where(accept, jnp.maximum(state.damping / 10, _DAMPING_MIN), state.damping * 100)
         g = jnp.where(accept, g_try, state.g)
-        decrease = (state.f - f_try) / jnp.maximum(jnp.abs(f_try), jnp.finfo(f_try.dtype).tiny)
-        small = jnp.where(accept, jnp.where(decrease <= tol, state.small + 1, 0), state.small)
+        small = jnp.where(accept, small_decrease_count(state.f, f_try, state.small, tol), state.small)
         status = jnp.where((jnp.max(jnp.abs(g)) <= tol) | (small >= 2), CONVERGED, RUNNING)
         status = jnp.where(~accept & (damping > _DAMPING_GIVE_UP), STALLED, status)
         return _State(
