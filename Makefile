@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint bench clean
+.PHONY: demo test test-all lint typecheck bench clean
 
 $(BIN)/camel-jax: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,11 +14,14 @@ $(BIN)/camel-jax: pyproject.toml
 demo: $(BIN)/camel-jax
 	$(BIN)/camel-jax demo
 
-test: $(BIN)/camel-jax
+test: $(BIN)/camel-jax typecheck
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load
 
 test-all: $(BIN)/camel-jax
 	$(BIN)/python -m pytest -q
+
+typecheck: $(BIN)/camel-jax
+	$(BIN)/mypy
 
 lint: $(BIN)/camel-jax
 	$(BIN)/ruff check camel_jax tests benchmarks

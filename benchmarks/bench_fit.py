@@ -31,7 +31,6 @@ jax.config.update("jax_enable_x64", True)
 import camel_jax as cj  # noqa: E402
 from camel_jax import _simulate  # noqa: E402
 from camel_jax._design import perturbed_mixtures  # noqa: E402
-from camel_jax._lbfgs import STATUS_NAMES  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
@@ -81,7 +80,7 @@ def section_camel(quick: bool) -> None:
     starts = jax.vmap(lambda k: cj.CAMEL.sample_init(k, n_datasets=5, n_domains=5))(
         jax.random.split(jax.random.key(3), 64)
     )
-    kwargs = dict(key=jax.random.key(0), inits=starts, max_steps=200)
+    kwargs = dict(key=jax.random.key(0), inits=starts, options=cj.FitOptions(max_steps=200))
     t0 = time.perf_counter()
     jax.block_until_ready(cj.fit(template, data.inputs, data.y, **kwargs).objective)
     compile_s = time.perf_counter() - t0
@@ -119,7 +118,8 @@ BOOTSTRAP_CHILD = textwrap.dedent(
     warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(full.objectives))[:4]], full.laws)
     t0 = time.perf_counter()
     boot = cj.bootstrap(full.law, data.inputs, data.y, key=jax.random.key(1), n_resamples={n}, inits=warm,
-                        groups=np.asarray(data.group), chunk_size=250, progress=False, max_steps=1000)
+                        groups=np.asarray(data.group), chunk_size=250, progress=False,
+                        options=cj.FitOptions(max_steps=1000))
     jax.block_until_ready(boot.objectives)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -136,11 +136,11 @@ EPOCH_CHILD = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import camel_jax as cj
     import shared_data
-    from test_epoch import hoffmann_grid
     df = shared_data.epoch_chinchilla()
     t1 = time.perf_counter()
     res = cj.fit(cj.Chinchilla.sample_init(jax.random.key(0)), (df["N"].to_numpy(), df["D"].to_numpy()),
-                 df["loss"].to_numpy(), key=jax.random.key(0), inits=hoffmann_grid(), prescreen={k})
+                 df["loss"].to_numpy(), key=jax.random.key(0), inits=cj.Chinchilla.hoffmann_grid(),
+                 options=cj.FitOptions(prescreen={k}))
     jax.block_until_ready(res.objective)
     t2 = time.perf_counter()
     print(json.dumps(dict(fit_s=t2 - t1, with_import_s=t2 - t0, objective=float(res.objective))))
@@ -173,7 +173,6 @@ def section_epoch(quick: bool) -> None:
     except FileNotFoundError as error:
         print(f"\n3. Epoch grid: skipped ({error})")
         return
-    from test_epoch import hoffmann_grid
 
     for k in (32, 64):
         stats = child(EPOCH_CHILD.format(tests=tests, k=k))
@@ -182,7 +181,7 @@ def section_epoch(quick: bool) -> None:
             f"(process {stats['with_import_s']:.2f} s incl. imports), "
             f"objective {stats['objective']:.7e} (Epoch 1.0182740e-3)"
         )
-    grid = hoffmann_grid()
+    grid = cj.Chinchilla.hoffmann_grid()
     n_sub = 40 if quick else 150
     pick = np.random.default_rng(0).choice(4500, n_sub, replace=False)
     sub = jax.tree.map(lambda a: a[pick], grid)
@@ -230,11 +229,14 @@ def section_convergence(quick: bool) -> None:
         t0 = time.perf_counter()
         result = cj.fit(law, inputs, y, key=jax.random.key(1))
         seconds = time.perf_counter() - t0
-        reference = cj.fit(law, inputs, y, key=jax.random.key(1), max_steps=5_000 if quick else 20_000)
+        reference = cj.fit(
+            law, inputs, y, key=jax.random.key(1), options=cj.FitOptions(max_steps=5_000 if quick else 20_000)
+        )
         gap = (float(result.objective) - float(reference.objective)) / float(reference.objective)
         report = result.identifiability()
         print(
-            f"   {name:22s} {np.mean(np.asarray(result.converged)):9.0%} {STATUS_NAMES[int(result.best_status)]:>11s} "
+            f"   {name:22s} {np.mean(np.asarray(result.converged)):9.0%} "
+            f"{cj.Status(int(result.best_status)).label:>11s} "
             f"{gap:20.1e} {len(report.not_identified):>6d}/{len(report.names):<3d} ({seconds:.1f} s)"
         )
 

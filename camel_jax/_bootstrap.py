@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
@@ -14,15 +14,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._fit import (
-    _check_inits,
-    _check_inputs,
-    _check_law_inputs,
-    _check_targets,
-    check_solver_arguments,
-    fit_targets,
-    solver_options,
-)
+from ._checks import check_inits, check_inputs, check_law_inputs, check_targets
+from ._fit import random_starts, resolve_options, solve_targets
+from ._options import FitOptions
 from .laws._base import count, n_free_parameters
 
 
@@ -68,7 +62,7 @@ class BootstrapResult(eqx.Module):
     """Result of `bootstrap`: one best fit per resample.
 
     **Fields**: `laws` (batched, leading axis B), `objectives` [B], `converged` [B] (the chosen start's),
-    `n_failed` [B], `weights` [B, P] (the resample weights, reusable for other targets or laws so that derived
+    `n_failed` [B], `resamples` [B, P] (the resample weights, reusable for other targets or laws so that derived
     quantities stay coherent).
     """
 
@@ -76,7 +70,15 @@ class BootstrapResult(eqx.Module):
     objectives: Float[Array, " B"]
     converged: Array
     n_failed: Int[Array, " B"]
-    weights: Float[Array, "B P"]
+    resamples: Float[Array, "B P"]
+
+    @classmethod
+    def of_laws(cls, laws: Any) -> BootstrapResult:
+        """A batched law (e.g. a batched `Pipeline`'s loss law) viewed as resamples, for bands and plots: every
+        resample counts as converged with objective 0 (the fits behind it are not known here)."""
+        B = jax.tree.leaves(eqx.filter(laws, eqx.is_array))[0].shape[0]
+        zeros = jnp.zeros(B)
+        return cls(laws, zeros, zeros == 0, jnp.zeros(B, int), jnp.zeros((B, 0)))
 
     @property
     def n_resamples(self) -> int:
@@ -91,10 +93,11 @@ class BootstrapResult(eqx.Module):
         _check_level(level)
         q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
         ok = np.isfinite(np.asarray(self.objectives))
-        return {
-            name: tuple(np.percentile(np.asarray(v)[ok], q, axis=0))  # type: ignore[misc]
-            for name, v in self.params().items()
-        }
+        out = {}
+        for name, v in self.params().items():
+            low, high = np.percentile(np.asarray(v)[ok], q, axis=0)
+            out[name] = (low, high)
+        return out
 
     def predict(self, *inputs: ArrayLike) -> Float[Array, "B P"]:
         arrays = tuple(jnp.asarray(x) for x in inputs)
@@ -115,27 +118,22 @@ def _check_level(level: float) -> None:
 
 
 def bootstrap(
-    law: eqx.Module,
+    law: Any,
     inputs: Sequence[ArrayLike],
     y: ArrayLike,
     *,
     key: Array,
     n_resamples: int = 1000,
     restarts: int = 8,
-    inits: eqx.Module | None = None,
+    inits: Any = None,
     groups: ArrayLike | None = None,
     strata: ArrayLike | None = None,
+    resamples: ArrayLike | None = None,
     weights: ArrayLike | None = None,
-    base_weights: ArrayLike | None = None,
     chunk_size: int | None = None,
     devices: Sequence[jax.Device] | None = None,
     progress: bool = True,
-    delta: float = 1e-3,
-    log_residuals: bool = True,
-    reduction: str = "sum",
-    penalty: Callable[[Any], Array] | None = None,
-    max_steps: int = 1000,
-    tol: float | None = None,
+    options: FitOptions | None = None,
 ) -> BootstrapResult:
     """Refit `law` on `n_resamples` bootstrap resamples of the points (or of `groups`, within `strata`).
 
@@ -146,115 +144,143 @@ def bootstrap(
     no result beyond the last bits of arithmetic: objectives agree to ~1e-14 and, the objective being flat to
     second order at an optimum, parameters to ~sqrt(machine epsilon).
 
-    **Arguments** beyond `fit`'s:
+    **Arguments** beyond `fit`'s (`key`, `restarts`, `inits`, `weights`, `options` mean what they mean there):
     - `inits`: a batched law used as the starts of every resample (e.g. `fit(...).laws` or its best few);
       warm starts make thousands of resamples cheap. Otherwise `restarts` random starts per resample.
-    - `weights`: explicit resample weights [B, P] (e.g. `other_result.weights`), overriding the draw.
-    - `base_weights`: per-point weights [P] multiplied into every resample (e.g. `data.weight`).
+    - `resamples`: explicit resample weights [B, P] (e.g. `other_result.resamples`), overriding the draw.
+    - `weights`: per-point weights [P] multiplied into every resample (e.g. `data.weight`).
     - `key`: draws the resamples and the random starts.
     """
-    check_solver_arguments(restarts, max_steps, tol, 0)
-    arrays = _check_inputs(inputs)
-    _check_law_inputs(law, arrays)
+    options = resolve_options(options)
+    count(restarts, "restarts")
+    arrays = check_inputs(inputs)
+    check_law_inputs(law, arrays)
     if inits is not None:
-        _check_inits(law, inits)
-    n_points = arrays[0].shape[0]
-    y_arr, _ = _check_targets(y, None, n_points, log_residuals)
-    if y_arr.ndim != 1:
-        raise ValueError(
-            f"`y` must have shape (P,) for a bootstrap; got {y_arr.shape} "
-            "(bootstrap each target with the same `weights`)"
-        )
-    key_weights, key_starts = jax.random.split(key)
-    if weights is None:
-        count(n_resamples, "n_resamples")
-        if groups is not None and np.asarray(groups).shape != (n_points,):
-            raise ValueError(f"`groups` must have shape ({n_points},); got {np.asarray(groups).shape}")
-        if strata is not None and np.asarray(strata).shape != (n_points,):
-            raise ValueError(f"`strata` must have shape ({n_points},); got {np.asarray(strata).shape}")
-        W = resample_weights(key_weights, n_points, n_resamples, groups=groups, strata=strata).astype(y_arr.dtype)
-    else:
-        W = jnp.asarray(weights, dtype=y_arr.dtype)
-        if W.ndim != 2 or W.shape[1] != n_points:
-            raise ValueError(f"`weights` must have shape (B, {n_points}); got {W.shape}")
-    if base_weights is not None:
-        W = W * jnp.asarray(base_weights, dtype=y_arr.dtype)[None, :]
-    _check_targets(jnp.broadcast_to(y_arr, W.shape), W, n_points, log_residuals)
-    B = W.shape[0]
-    devices = list(jax.local_devices() if devices is None else devices)
+        check_inits(law, inits)
+    y_arr = _one_target(y, arrays[0].shape[0], options)
+    key_draw, key_starts = jax.random.split(key)
+    W = _resample_matrix(key_draw, y_arr, n_resamples, groups, strata, resamples, weights)
+    check_targets(jnp.broadcast_to(y_arr, W.shape), W, y_arr.shape[0], options.log_residuals)
     n_starts = restarts if inits is None else jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
-    if chunk_size is None:
-        chunk = _chunk_from_memory(law, n_points, n_starts, y_arr.dtype.itemsize, B)
-    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"`chunk_size` must be an integer >= 1 (or None: from a memory budget); got {chunk_size!r}")
-    else:
-        chunk = int(chunk_size)
-    chunk = -(-chunk // len(devices)) * len(devices)  # a multiple of the device count
-    n_chunks = -(-B // chunk)
-    padded = n_chunks * chunk
-    W_padded = jnp.concatenate([W, jnp.broadcast_to(W[:1], (padded - B, n_points))]) if padded > B else W
-    keys = jax.random.split(key_starts, B)  # per resample, independent of chunking and padding
-    if padded > B:
-        keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (padded - B,))])
-    mesh = Mesh(np.array(devices), ("resample",)) if len(devices) > 1 else None
-    options = solver_options(
-        y_arr.dtype,
-        n_starts,
-        delta=delta,
-        log_residuals=log_residuals,
-        reduction=reduction,
-        penalty=penalty,
-        max_steps=max_steps,
-        tol=tol,
-    )
-    pieces = []
+    plan = _Plan.make(law, W, n_starts, chunk_size, devices)
+    starts = _Starts(law, inits, restarts)
+    pieces: list[Any] = []
     try:
-        _run_chunks(pieces, n_chunks, chunk, B, W_padded, keys, mesh, law, inits, arrays, y_arr, options, progress)
+        _run_chunks(pieces, plan, W, jax.random.split(key_starts, W.shape[0]), starts, arrays, y_arr, options, progress)
     except KeyboardInterrupt:
         if not pieces:
             raise
-        done = min(len(pieces) * chunk, B)
-        warnings.warn(f"bootstrap interrupted: returning the {done} of {B} resamples that finished", stacklevel=2)
+        done = min(len(pieces) * plan.chunk, W.shape[0])
+        warnings.warn(
+            f"bootstrap interrupted: returning the {done} of {W.shape[0]} resamples that finished", stacklevel=2
+        )
         W = W[:done]
-        B = done
-    merged = jax.tree.map(lambda *leaves: np.concatenate(leaves)[:B], *pieces)
-    return BootstrapResult(
-        laws=jax.tree.map(jnp.asarray, merged["law"]),
-        objectives=jnp.asarray(merged["objective"]),
-        converged=jnp.asarray(merged["converged"]),
-        n_failed=jnp.asarray(merged["n_failed"]),
-        weights=W,
-    )
+    merged = jax.tree.map(lambda *leaves: jnp.asarray(np.concatenate(leaves)[: W.shape[0]]), *pieces)
+    return BootstrapResult(merged.law, merged.objective, merged.converged, merged.n_failed, W)
 
 
-def _run_chunks(pieces, n_chunks, chunk, B, W_padded, keys, mesh, law, inits, arrays, y_arr, options, progress):
+def _one_target(y: ArrayLike, n_points: int, options: FitOptions) -> Array:
+    y_arr, _ = check_targets(y, None, n_points, options.log_residuals)
+    if y_arr.ndim != 1:
+        raise ValueError(
+            f"`y` must have shape (P,) for a bootstrap; got {y_arr.shape} "
+            "(bootstrap each target with the same `resamples`)"
+        )
+    return y_arr
+
+
+def _resample_matrix(key, y, n_resamples, groups, strata, resamples, weights) -> Array:
+    """The resample weights [B, P]: drawn (`resample_weights`) or given, times the per-point `weights`."""
+    n_points = y.shape[0]
+    if resamples is None:
+        count(n_resamples, "n_resamples")
+        for name, value in (("groups", groups), ("strata", strata)):
+            if value is not None and np.asarray(value).shape != (n_points,):
+                raise ValueError(f"`{name}` must have shape ({n_points},); got {np.asarray(value).shape}")
+        W = resample_weights(key, n_points, n_resamples, groups=groups, strata=strata).astype(y.dtype)
+    else:
+        W = jnp.asarray(resamples, dtype=y.dtype)
+        if W.ndim != 2 or W.shape[1] != n_points:
+            raise ValueError(f"`resamples` must have shape (B, {n_points}); got {W.shape}")
+    if weights is not None:
+        w = jnp.asarray(weights, dtype=y.dtype)
+        if w.shape != (n_points,):
+            raise ValueError(f"`weights` (per point) must have shape ({n_points},); got {w.shape}")
+        W = W * w[None, :]
+    return W
+
+
+class _Plan(eqx.Module):
+    """How the B resamples are cut: `chunk` per compiled call (a multiple of the device count), `n_chunks`
+    calls, and the mesh that shards a chunk over devices (None on one device)."""
+
+    chunk: int = eqx.field(static=True)
+    n_chunks: int = eqx.field(static=True)
+    mesh: Mesh | None = eqx.field(static=True)
+
+    @classmethod
+    def make(cls, law: Any, W: Array, n_starts: int, chunk_size: Any, devices: Any) -> _Plan:
+        B, n_points = W.shape
+        devices = list(jax.local_devices() if devices is None else devices)
+        if chunk_size is None:
+            chunk = _chunk_from_memory(law, n_points, n_starts, W.dtype.itemsize, B)
+        elif isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+            raise ValueError(
+                f"`chunk_size` must be an integer >= 1 (or None: from a memory budget); got {chunk_size!r}"
+            )
+        else:
+            chunk = int(chunk_size)
+        chunk = -(-chunk // len(devices)) * len(devices)
+        mesh = Mesh(np.array(devices), ("resample",)) if len(devices) > 1 else None
+        return cls(chunk, -(-B // chunk), mesh)
+
+    def piece(self, array: Array, c: int) -> Array:
+        """Chunk `c` of a per-resample array, padded with copies of its first row to a full chunk and sharded."""
+        part = array[c * self.chunk : (c + 1) * self.chunk]
+        if part.shape[0] < self.chunk:
+            part = jnp.concatenate([part, jnp.broadcast_to(part[:1], (self.chunk - part.shape[0],) + part.shape[1:])])
+        if self.mesh is not None:
+            part = jax.device_put(part, NamedSharding(self.mesh, PartitionSpec("resample")))
+        return part
+
+
+class _Starts(eqx.Module):
+    """Where each resample starts: the shared `inits`, or `restarts` random starts drawn from its own key."""
+
+    template: Any
+    inits: Any
+    restarts: int = eqx.field(static=True)
+
+    def __call__(self, key: Array) -> Any:
+        return random_starts(self.template, key, self.restarts) if self.inits is None else self.inits
+
+
+class _Best(eqx.Module):
+    law: Any
+    objective: Array
+    converged: Array
+    n_failed: Array
+
+
+def _run_chunks(pieces, plan, W, keys, starts, arrays, y, options, progress) -> None:
     """Fit the resamples chunk by chunk, appending each finished chunk to `pieces` (kept if interrupted)."""
-    for c in range(n_chunks):
-        W_chunk = W_padded[c * chunk : (c + 1) * chunk]
-        keys_chunk = keys[c * chunk : (c + 1) * chunk]
-        if mesh is not None:
-            sharding = NamedSharding(mesh, PartitionSpec("resample"))
-            W_chunk = jax.device_put(W_chunk, sharding)
-            keys_chunk = jax.device_put(keys_chunk, sharding)
-        out = _bootstrap_chunk(law, keys_chunk, inits, arrays, y_arr, W_chunk, options)
+    B = W.shape[0]
+    for c in range(plan.n_chunks):
+        out = _bootstrap_chunk(starts, plan.piece(keys, c), arrays, y, plan.piece(W, c), options)
         pieces.append(jax.device_get(out))
         if progress:
-            _progress(c + 1, n_chunks, min((c + 1) * chunk, B), B)
+            _progress(c + 1, plan.n_chunks, min((c + 1) * plan.chunk, B), B)
 
 
 @eqx.filter_jit
-def _bootstrap_chunk(template, keys, inits, inputs, y, W, options):
-    """One chunk of resamples: each row of W is a fit (own random starts unless `inits`), best start kept."""
+def _bootstrap_chunk(starts, keys, inputs, y, W, options) -> _Best:
+    """One chunk of resamples: each row of W is a fit from its own starts, its best start kept."""
 
     def one(key, w):
-        out = fit_targets(template, key, inits, inputs, y[None], w[None], options)
-        best = out["best"][0]  # the start `law` is: finite objective and status, lowest objective
-        return {
-            "law": jax.tree.map(lambda leaf: leaf[0], out["law"]),
-            "objective": out["objective"][0],
-            "converged": out["converged"][0][best],
-            "n_failed": out["n_failed"][0],
-        }
+        lanes = jax.tree.map(lambda leaf: leaf[0], solve_targets(starts(key), inputs, y[None], w[None], options))
+        return _Best(
+            lanes.law, lanes.take_best(lanes.objectives), lanes.take_best(lanes.converged), jnp.sum(~lanes.finite)
+        )
 
     return jax.vmap(one)(keys, W)
 

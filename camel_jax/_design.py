@@ -37,7 +37,7 @@ def flops(active_params: ArrayLike, tokens: ArrayLike) -> np.ndarray:
     return 6.0 * np.asarray(active_params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
-def perturbed_mixtures(reference: ArrayLike, factor: float = 0.2) -> np.ndarray:
+def perturbed_mixtures(reference: ArrayLike | Sequence[float], factor: float = 0.2) -> np.ndarray:
     """The reference mixture and, for each dataset j, r_j -> (1 +- factor) r_j with the other datasets rescaled
     proportionally so that the row sums to 1: 2n+1 rows (paper Appendix "Details of Datasets").
 
@@ -94,7 +94,7 @@ def _rounds(strategy: str, n_sizes: int) -> Iterator[list[int]]:
 
 def allocate(
     strategy: str,
-    sizes: Sequence[float],
+    sizes: ArrayLike | Sequence[float],
     cost_per_run: ArrayLike,
     budget: float,
     max_per_size: int | ArrayLike,

@@ -20,6 +20,7 @@ from jaxtyping import Array, ArrayLike
 from ._design import sample_design
 from ._fit import fit
 from ._io import MixtureData
+from ._options import FitOptions
 from .laws import CAMEL, DML, PowerLaw
 
 METRICS = ("mape", "mae", "rmse")
@@ -85,7 +86,7 @@ class DMLNested(eqx.Module):
 
     n_domains: int | None = eqx.field(static=True, default=None)
     restarts: int = eqx.field(static=True, default=16)
-    max_steps: int = eqx.field(static=True, default=2000)
+    options: FitOptions = eqx.field(static=True, default=FitOptions(max_steps=2000))
 
     def extrapolate(
         self, data: MixtureData, masks: np.ndarray, test_size: float, key: Array
@@ -103,9 +104,7 @@ class DMLNested(eqx.Module):
         k_size, k_mix = jax.random.split(key)
         template = PowerLaw.sample_init(k_size, scale=float(np.median(size)))
         Y = np.broadcast_to(np.asarray(data.y), W.shape)
-        power = fit(
-            template, (data.size,), Y, weights=W_fit, key=k_size, restarts=self.restarts, max_steps=self.max_steps
-        )
+        power = fit(template, (size,), Y, weights=W_fit, key=k_size, restarts=self.restarts, options=self.options)
         at_target = np.asarray(jax.vmap(lambda law: law(jnp.full(1, test_size)))(power.law))[:, 0].reshape(R, G)
         usable = usable.reshape(R, G)
         r_groups = np.asarray(data.r)[np.argmax(member, axis=1)]  # [G, n]
@@ -119,7 +118,7 @@ class DMLNested(eqx.Module):
             weights=usable.astype(float),
             key=k_mix,
             restarts=self.restarts,
-            max_steps=self.max_steps,
+            options=self.options,
         )
         test = np.flatnonzero(np.isclose(size, test_size))
         r_test = jnp.asarray(np.asarray(data.r)[test])
@@ -148,20 +147,20 @@ def extrapolation_error(
     cost: ArrayLike | None = None,
     masks: np.ndarray | None = None,
     restarts: int = 16,
-    **fit_options: Any,
+    options: FitOptions | None = None,
 ) -> pd.DataFrame:
     """The paper's protocol for one law: choose training runs, fit, score on the held-out size(s); repeat.
 
     All repeats are one multi-target fit over 0/1 weight masks (`training_masks`, or `masks` given). `law` is a
-    law template (fitted on `data.inputs`) or a `DMLNested`. Returns a tidy frame
-    (repeat, test_size, n_train, error[, n_skipped]) with `metric` in "mape" (percent), "mae", "rmse".
+    law template (fitted on `data.inputs` with `restarts` and `options`) or a `DMLNested`. Returns a tidy frame
+    (repeat, test_size, n_train, error, converged | n_skipped) with `metric` in "mape" (percent), "mae", "rmse".
     """
     if metric not in METRICS:
         raise ValueError(f"`metric` must be one of {METRICS}; got {metric!r}")
-    test_sizes = np.atleast_1d(np.asarray(test_size, dtype=float))
-    size = np.asarray(data.size) if data.size is not None else None
-    if size is None:
+    if data.size is None:
         raise ValueError("the extrapolation protocol needs model sizes: build MixtureData with `size`")
+    size, y = np.asarray(data.size), np.asarray(data.y)
+    test_sizes = np.atleast_1d(np.asarray(test_size, dtype=float))
     for s in test_sizes:
         if not np.any(np.isclose(size, s)):
             raise ValueError(f"no rows at the held-out size {s}; sizes present: {sorted(set(size.tolist()))}")
@@ -178,41 +177,35 @@ def extrapolation_error(
             cost=cost,
         )
     masks = np.asarray(masks, dtype=float) * np.asarray(data.weight)[None, :]
-    y = np.asarray(data.y)
+    predict = _predictor(law, data, masks, k_fit, restarts, options)
     rows = []
-    if isinstance(law, DMLNested):
-        for s in test_sizes:
-            pred, skipped = law.extrapolate(data, masks, float(s), k_fit)
-            errors = _score(pred, y[np.isclose(size, s)], metric)
-            rows += [
-                {
-                    "repeat": i,
-                    "test_size": s,
-                    "n_train": int(masks[i].astype(bool).sum()),
-                    "error": e,
-                    "n_skipped": int(skipped[i]),
-                }
-                for i, e in enumerate(errors)
-            ]
-        return pd.DataFrame(rows)
-    Y = np.broadcast_to(y, masks.shape)
-    result = fit(law, data.inputs, Y, weights=masks, key=k_fit, restarts=restarts, **fit_options)
     for s in test_sizes:
         test = np.isclose(size, s)
-        inputs = tuple(jnp.asarray(np.asarray(x)[test]) for x in data.inputs)
-        pred = np.asarray(result.predict(*inputs))
-        errors = _score(pred, y[test], metric)
-        rows += [
-            {
-                "repeat": i,
-                "test_size": s,
-                "n_train": int(masks[i].astype(bool).sum()),
-                "error": e,
-                "converged": bool(np.asarray(result.converged)[i].any()),
-            }
-            for i, e in enumerate(errors)
-        ]
+        pred, extra = predict(float(s), test)
+        for i, error in enumerate(_score(pred, y[test], metric)):
+            n_train = int(masks[i].astype(bool).sum())
+            rows.append({"repeat": i, "test_size": s, "n_train": n_train, "error": error} | extra[i])
     return pd.DataFrame(rows)
+
+
+def _predictor(law: Any, data: MixtureData, masks: np.ndarray, key: Array, restarts: int, options: Any):
+    """`predict(test_size, test_rows) -> (predictions [R, Q], per-repeat extra columns)` for each mask."""
+    if isinstance(law, DMLNested):
+
+        def nested(s: float, test: np.ndarray):
+            pred, skipped = law.extrapolate(data, masks, s, key)
+            return pred, [{"n_skipped": int(k)} for k in skipped]
+
+        return nested
+    Y = np.broadcast_to(np.asarray(data.y), masks.shape)
+    result = fit(law, data.inputs, Y, weights=masks, key=key, restarts=restarts, options=options)
+    converged = [{"converged": bool(c)} for c in np.atleast_1d(np.asarray(result.converged).any(axis=-1))]
+
+    def fitted(s: float, test: np.ndarray):
+        inputs = tuple(jnp.asarray(np.asarray(x)[test]) for x in data.inputs)
+        return np.asarray(result.predict(*inputs)), converged
+
+    return fitted
 
 
 def compare_laws(
@@ -226,9 +219,11 @@ def compare_laws(
     key: Array,
     metric: str = "mape",
     progress: bool = False,
-    **options: Any,
+    restarts: int = 16,
+    options: FitOptions | None = None,
 ) -> pd.DataFrame:
-    """Every law on the same training masks for each n in `n_points` (a paired comparison).
+    """Every law on the same training masks for each n in `n_points` (a paired comparison); `restarts` and
+    `options` as in `extrapolation_error`.
 
     Returns a tidy frame (law, n_points, repeat, test_size, error, ...).
     """
@@ -237,7 +232,15 @@ def compare_laws(
         masks = training_masks(data, train_sizes, n_points=int(n), repeats=repeats, key=jax.random.fold_in(key, int(n)))
         for name, law in laws.items():
             frame = extrapolation_error(
-                law, data, train_sizes, test_size, masks=masks, key=key, metric=metric, **options
+                law,
+                data,
+                train_sizes,
+                test_size,
+                masks=masks,
+                key=key,
+                metric=metric,
+                restarts=restarts,
+                options=options,
             )
             frames.append(frame.assign(law=name, n_points=int(n)))
             if progress:
@@ -261,7 +264,8 @@ def select_domains(
     capacity_exponent: float = 1.0,
     size_scale: float = 1.0,
     metric: str = "mape",
-    **options: Any,
+    restarts: int = 16,
+    options: FitOptions | None = None,
 ) -> tuple[int, pd.DataFrame]:
     """Choose CAMEL's number of intrinsic domains k by held-out extrapolation error (the paper's ablation).
 
@@ -279,11 +283,31 @@ def select_domains(
         for k in k_values
     }
     table = compare_laws(
-        laws, data, train_sizes, test_size, n_points=[n_points], repeats=repeats, key=key, metric=metric, **options
+        laws,
+        data,
+        train_sizes,
+        test_size,
+        n_points=[n_points],
+        repeats=repeats,
+        key=key,
+        metric=metric,
+        restarts=restarts,
+        options=options,
     )
     table["k"] = table["law"].str.slice(2).astype(int)
     mean = table.groupby("k")["error"].mean()
     return int(mean.idxmin()), table
+
+
+def _test_masks(key: Array, P: int, n_splits: int, test_fraction: float) -> np.ndarray:
+    """[n_splits, P] masks of the held-out rows: round(test_fraction * P) rows per split, drawn from `key`."""
+    n_test = int(round(test_fraction * P))
+    if not (0 < test_fraction < 1) or not 1 <= n_test <= P - 2:
+        raise ValueError(f"`test_fraction` must leave >= 1 test and >= 2 training rows of {P}; got {test_fraction!r}")
+    perms = np.stack([np.asarray(jax.random.permutation(k, P)) for k in jax.random.split(key, n_splits)])
+    test = np.zeros((n_splits, P), bool)
+    np.put_along_axis(test, perms[:, :n_test], True, axis=1)
+    return test
 
 
 def heldout_benchmark_error(
@@ -309,7 +333,8 @@ def heldout_benchmark_error(
     **Returns**: a tidy frame with columns `losses` (the set's name), `split`, `benchmark`, `heldout_mae`,
     `n_test`.
     """
-    from ._pipeline import benchmark_arrays, fit_logistic
+    from ._pipeline import fit_benchmark_laws
+    from ._tables import benchmark_arrays
 
     sets = dict(losses) if isinstance(losses, Mapping) else {"losses": losses}
     for name, columns in sets.items():
@@ -318,21 +343,18 @@ def heldout_benchmark_error(
     if not (isinstance(n_splits, int) and n_splits >= 1):
         raise ValueError(f"`n_splits` must be an integer >= 1; got {n_splits!r}")
     P = len(df)
-    n_test = int(round(test_fraction * P))
-    if not (0 < test_fraction < 1) or not 1 <= n_test <= P - 2:
-        raise ValueError(f"`test_fraction` must leave >= 1 test and >= 2 training rows of {P}; got {test_fraction!r}")
     k_split, k_fit = jax.random.split(key)
-    perms = np.stack([np.asarray(jax.random.permutation(k, P)) for k in jax.random.split(k_split, n_splits)])
-    test = np.zeros((n_splits, P), bool)
-    np.put_along_axis(test, perms[:, :n_test], True, axis=1)
+    test = _test_masks(k_split, P, n_splits, test_fraction)
+    n_test = int(test[0].sum())
     rows = []
     for name, columns in sets.items():
         L, Y = benchmark_arrays(df, columns, benchmarks)  # [P, V], [B, P]
         B = Y.shape[0]
         Y_all = jnp.tile(Y, (n_splits, 1))  # split-major: row s * B + b
         W_all = jnp.repeat(jnp.asarray(~test, Y.dtype), B, axis=0)
-        result = fit_logistic(L, Y_all, W_all, key=k_fit, restarts=restarts, monotone=monotone)
-        pred = np.asarray(result.predict(L)).reshape(n_splits, B, P)
+        names = [f"{s}/{b}" for s in range(n_splits) for b in benchmarks]
+        fits = fit_benchmark_laws(L, Y_all, W_all, names=names, key=k_fit, restarts=restarts, monotone=monotone)
+        pred = np.asarray(fits.result.predict(L)).reshape(n_splits, B, P)
         error = np.abs(pred - np.asarray(Y)[None])
         for s in range(n_splits):
             for b, column in enumerate(benchmarks):

@@ -1,9 +1,13 @@
-"""Fitting a law: one objective (weighted Huber of log residuals), one L-BFGS loop, restarts as a vmap."""
+"""Fitting a law: one objective (weighted Huber of log residuals), one L-BFGS loop, restarts as a vmap.
+
+`fit_arrays` is the traceable core: it runs under the user's `jax.jit` and `jax.vmap` (checks that need values
+are `eqx.error_if`). `fit` wraps it with the host-side checks, the design warnings and `throw`.
+"""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
@@ -13,16 +17,15 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from ._checks import check_inits, check_inputs, check_law_inputs, check_targets, warn_design
 from ._identify import Identifiability, identifiability
-from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, STALLED, minimize
+from ._lbfgs import minimize
 from ._newton import polish
-from .laws._base import count, n_free_parameters
+from ._options import FitOptions, Status
+from .laws._base import count
 
 # Under log residuals, predictions below this fraction of the target continue the log linearly (see `residuals`).
 LOG_FLOOR = 1e-4
-
-# Counts traces of the compiled fit (a test checks that a repeated call does not recompile).
-_TRACES = {"fit": 0}
 
 
 def huber(residual: Array, delta: float) -> Array:
@@ -47,26 +50,23 @@ def residuals(prediction: Array, y: Array, log_residuals: bool) -> Array:
 
 
 def objective(
-    law: eqx.Module,
+    law: Any,
     inputs: tuple[Array, ...],
     y: Float[Array, " P"],
     weights: Float[Array, " P"],
-    *,
-    delta: float = 1e-3,
-    log_residuals: bool = True,
-    reduction: str = "sum",
-    penalty: Callable[[Any], Array] | None = None,
+    options: FitOptions = FitOptions(),
 ) -> Array:
-    """The fitting objective `sum_p w_p huber(res_p)` (divided by `sum_p w_p` when `reduction="mean"`), plus
-    `penalty(law)` if given. Zero-weight points contribute exactly 0, whatever their target (NaN included)."""
+    """The fitting objective `sum_p w_p huber(res_p, delta)` (divided by `sum_p w_p` when `reduction="mean"`), plus
+    `penalty(law)` if given (see `FitOptions`). Zero-weight points contribute exactly 0, whatever their target
+    (NaN included)."""
     mask = weights > 0
     y_safe = jnp.where(mask, y, 1.0)  # a NaN target at a masked point must not reach the gradient
-    res = residuals(law(*inputs), y_safe, log_residuals)
-    value = jnp.sum(jnp.where(mask, weights * huber(jnp.where(mask, res, 0.0), delta), 0.0))
-    if reduction == "mean":
+    res = residuals(law(*inputs), y_safe, options.log_residuals)
+    value = jnp.sum(jnp.where(mask, weights * huber(jnp.where(mask, res, 0.0), options.delta), 0.0))
+    if options.reduction == "mean":
         value = value / jnp.sum(weights)
-    if penalty is not None:
-        value = value + penalty(law)
+    if options.penalty is not None:
+        value = value + options.penalty(law)
     return value
 
 
@@ -77,9 +77,9 @@ class FitResult(eqx.Module):
     - `law`: the best start (lowest finite objective); batched over targets when `y` was [T, P].
     - `objective`: its objective.
     - `laws`: every optimized start, batched (leading axis R, after any target axis).
-    - `objectives`, `converged`, `n_steps`, `grad_norm`, `status` [R]: per start. `status` codes: 1 converged,
-      2 stalled (no decrease found even along steepest descent: optimal to working precision), 3 non-finite,
-      4 hit `max_steps`. `converged` is status 1 or 2.
+    - `objectives`, `converged`, `n_steps`, `grad_norm`, `status` [R]: per start. `status` holds `Status` codes
+      (`Status(int(code))` names one): CONVERGED, STALLED (no decrease found even along steepest descent:
+      optimal to working precision), NONFINITE, MAX_STEPS. `converged` is CONVERGED or STALLED.
     - `n_failed`: starts that ended non-finite (never chosen as best).
     - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
     """
@@ -107,7 +107,7 @@ class FitResult(eqx.Module):
     def best_status(self) -> np.ndarray:
         """The status code of the start returned as `law` (the lowest finite objective), per target."""
         status = np.asarray(self.status)
-        finite = np.isfinite(np.asarray(self.objectives)) & (status != NONFINITE)
+        finite = np.isfinite(np.asarray(self.objectives)) & (status != Status.NONFINITE)
         best = np.argmin(np.where(finite, np.asarray(self.objectives), np.inf), axis=-1)
         return np.take_along_axis(status, best[..., None], axis=-1)[..., 0]
 
@@ -152,7 +152,7 @@ class FitResult(eqx.Module):
             "mape_percent": 100.0 * np.sum(ape, axis=-1) / np.sum(np.where(scored, w, 0), axis=-1),
             "n_starts": status.shape[-1],
             "n_converged": np.sum(np.asarray(self.converged), axis=-1),
-            "n_max_steps": np.sum(status == 4, axis=-1),
+            "n_max_steps": np.sum(status == Status.MAX_STEPS, axis=-1),
             "n_failed": np.asarray(self.n_failed),
         }
         if identify:
@@ -173,70 +173,67 @@ def r_squared(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         return 1.0 - ss_res / ss_tot
 
 
-# --- the compiled core ----------------------------------------------------------------------------------------
+# --- the traceable core --------------------------------------------------------------------------------------
 
 
-def _solve_one_target(
-    starts: eqx.Module,
-    inputs: tuple[Array, ...],
-    y: Array,
-    weights: Array,
-    options: dict[str, Any],
-) -> dict[str, Any]:
-    """Optimize R starts (a batched law) on one target; pick the best. Traced inside `_fit_core`."""
+class Lanes(eqx.Module):
+    """Every optimized start of one or more targets (leading axes [*T, R]) and the best start of each."""
+
+    laws: Any
+    objectives: Array
+    n_steps: Array
+    grad_norm: Array
+    status: Array
+    best: Array  # [*T]: the lowest finite objective whose status is not NONFINITE
+
+    def take_best(self, leaf: Array) -> Array:
+        """`leaf[..., best, ...]`: the best start's entry of a per-start array [*T, R, ...]."""
+        index = self.best.reshape(self.best.shape + (1,) * (leaf.ndim - self.best.ndim))
+        return jnp.take_along_axis(leaf, index, axis=self.best.ndim)[(slice(None),) * self.best.ndim + (0,)]
+
+    @property
+    def law(self) -> Any:
+        return jax.tree.map(self.take_best, self.laws)
+
+    @property
+    def converged(self) -> Array:
+        return (self.status == Status.CONVERGED) | (self.status == Status.STALLED)
+
+    @property
+    def finite(self) -> Array:
+        return jnp.isfinite(self.objectives) & (self.status != Status.NONFINITE)
+
+
+def _solve_one_target(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
+    """Optimize R starts (a batched law) on one target, then polish the best."""
     params, static = eqx.partition(starts, eqx.is_array)
-    one = jax.tree.map(lambda leaf: leaf[0], params)
-    _, unravel = ravel_pytree(one)
+    _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0], params))
     flat = jax.vmap(lambda p: ravel_pytree(p)[0])(params)
+    tol = options.tolerance(y.dtype)
 
-    def loss(x):
-        law = eqx.combine(unravel(x), static)
-        return objective(
-            law,
-            inputs,
-            y,
-            weights,
-            delta=options["delta"],
-            log_residuals=options["log_residuals"],
-            reduction=options["reduction"],
-            penalty=options["penalty"],
-        )
+    def loss(x: Array) -> Array:
+        return objective(eqx.combine(unravel(x), static), inputs, y, w, options)
 
-    prescreen = options["prescreen"]
-    if prescreen is not None and prescreen < flat.shape[0]:
+    if options.prescreen is not None and options.prescreen < flat.shape[0]:
         values = jax.vmap(loss)(flat)
-        values = jnp.where(jnp.isfinite(values), values, jnp.inf)
-        _, best = jax.lax.top_k(-values, prescreen)
-        flat = flat[best]
-
-    solution = jax.vmap(lambda x0: minimize(loss, x0, max_steps=options["max_steps"], tol=options["tol"]))(flat)
-    finite = jnp.isfinite(solution.f) & (solution.status != NONFINITE)
-    ranked = jnp.where(finite, solution.f, jnp.inf)
-    best = jnp.argmin(ranked)
-    if options["polish"] > 0:
-        solution = _polish_best(loss, solution, best, finite[best], options)
+        _, kept = jax.lax.top_k(-jnp.where(jnp.isfinite(values), values, jnp.inf), options.prescreen)
+        flat = flat[kept]
+    solution = jax.vmap(lambda x0: minimize(loss, x0, max_steps=options.max_steps, tol=tol))(flat)
+    finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
+    best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf))
+    if options.polish > 0:
+        solution = _polish_best(loss, solution, best, finite[best], options.polish, tol)
     laws = eqx.combine(jax.vmap(unravel)(solution.x), static)
-    return {
-        "law": jax.tree.map(lambda leaf: leaf[best], laws),
-        "objective": solution.f[best],
-        "laws": laws,
-        "objectives": solution.f,
-        "converged": (solution.status == CONVERGED) | (solution.status == STALLED),
-        "n_steps": solution.n_steps,
-        "grad_norm": solution.grad_norm,
-        "status": solution.status,
-        "n_failed": jnp.sum(~finite),
-        "best": best,
-    }
+    return Lanes(laws, solution.f, solution.n_steps, solution.grad_norm, solution.status, best)
 
 
-def _polish_best(loss, solution, best, finite, options):
+def _polish_best(loss, solution, best, finite, max_steps: int, tol: float):
     """Replace the best start by its damped-Newton polish (see `_newton`); a non-finite best is left alone.
 
     The polish's status replaces L-BFGS's when it reached the tolerance or stalled at working precision;
     otherwise the start keeps the status L-BFGS gave it."""
-    polished = polish(loss, solution.x[best], max_steps=options["polish"], tol=options["tol"])
-    keep_lbfgs = (polished.status == MAX_STEPS) & (solution.status[best] != MAX_STEPS)
+    polished = polish(loss, solution.x[best], max_steps=max_steps, tol=tol)
+    keep_lbfgs = (polished.status == Status.MAX_STEPS) & (solution.status[best] != Status.MAX_STEPS)
     status = jnp.where(finite & ~keep_lbfgs, polished.status, solution.status[best])
 
     def put(field, value):
@@ -251,198 +248,134 @@ def _polish_best(loss, solution, best, finite, options):
     )
 
 
-def fit_targets(template, key, inits, inputs, Y, W, options):
-    """Fit T targets (rows of Y, W), each from the same starts; R starts drawn from `key` unless `inits`.
+def random_starts(template: Any, key: Array, restarts: int) -> Any:
+    """`restarts` random starts of the template's class and structure, as one batched law."""
+    keys = jax.random.split(key, restarts)
+    structure = template.structure()
+    return jax.vmap(lambda k: type(template).sample_init(k, **structure))(keys)
 
-    Pure and traceable: `fit`, `bootstrap` and the extrapolation protocol all compile this one function."""
-    if inits is None:
-        keys = jax.random.split(key, options["restarts"])
-        structure = template.structure()
-        inits = jax.vmap(lambda k: type(template).sample_init(k, **structure))(keys)
-    if options.get("per_target_inits"):
-        return jax.vmap(lambda starts, y, w: _solve_one_target(starts, inputs, y, w, options))(inits, Y, W)
-    return jax.vmap(lambda y, w: _solve_one_target(inits, inputs, y, w, options))(Y, W)
+
+def solve_targets(
+    starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions, *, per_target: bool = False
+) -> Lanes:
+    """Fit T targets (rows of Y, W) from `starts`: a batched law [R] shared by every target, or, with `per_target`,
+    [T, R] (each target its own starts). Pure and traceable: `fit_arrays`, `bootstrap` and the extrapolation
+    protocol all compile this function."""
+    if per_target:
+        return jax.vmap(lambda s, y, w: _solve_one_target(s, inputs, y, w, options))(starts, Y, W)
+    return jax.vmap(lambda y, w: _solve_one_target(starts, inputs, y, w, options))(Y, W)
+
+
+def batch_axes(law: Any, batched: Any) -> int:
+    """How many leading batch axes `batched` has beyond those of the (single) `law`."""
+    leaf = jax.tree.leaves(eqx.filter(batched, eqx.is_array))[0]
+    return leaf.ndim - jax.tree.leaves(eqx.filter(law, eqx.is_array))[0].ndim
+
+
+def _checked(arrays: tuple[Array, ...], Y: Array, W: Array, options: FitOptions):
+    """Shape checks at trace time (`ValueError`), value checks at run time (`eqx.error_if`)."""
+    P = arrays[0].shape[0]
+    for i, a in enumerate(arrays):
+        if a.ndim == 0 or a.shape[0] != P:
+            raise ValueError(f"inputs[{i}] has shape {a.shape}; every input needs the leading length P={P}")
+    if Y.ndim not in (1, 2) or Y.shape[-1] != P:
+        raise ValueError(f"`y` must have shape (P,) or (T, P) with P={P}; got {Y.shape}")
+    if W.shape != Y.shape:
+        raise ValueError(f"`weights` must have the shape of `y` {Y.shape}; got {W.shape}")
+    arrays = tuple(
+        eqx.error_if(a, ~jnp.all(jnp.isfinite(a)), f"`inputs[{i}]` has a non-finite value")
+        for i, a in enumerate(arrays)
+    )
+    W = eqx.error_if(W, ~jnp.all(jnp.isfinite(W) & (W >= 0)), "`weights` must be finite and >= 0")
+    W = eqx.error_if(W, jnp.any(jnp.sum(W, axis=-1) <= 0), "`weights` are zero for every point of some target")
+    bad = ~jnp.isfinite(Y) | (Y <= 0) if options.log_residuals else ~jnp.isfinite(Y)
+    Y = eqx.error_if(Y, jnp.any((W > 0) & bad), "`y` must be finite (and > 0 under log residuals) where weights > 0")
+    return arrays, Y, W
 
 
 @eqx.filter_jit
-def _fit_core(template, key, inits, inputs, Y, W, options):
-    _TRACES["fit"] += 1
-    return fit_targets(template, key, inits, inputs, Y, W, options)
+def fit_arrays(
+    law: Any,
+    inputs: Sequence[ArrayLike],
+    y: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    key: Array,
+    restarts: int = 64,
+    inits: Any = None,
+    options: FitOptions = FitOptions(),
+) -> FitResult:
+    """The traceable core of `fit`: the same fit, jit-compiled, usable inside the caller's `jax.jit` and
+    `jax.vmap` (e.g. vmapped over datasets of one shape).
+
+    Shapes are checked when traced (`ValueError`); values (non-finite inputs, negative weights, a non-positive
+    target under log residuals) by `eqx.error_if` when run. It issues no warnings and never raises for a
+    numerical failure (see `FitResult.status`): `fit` adds the host-side checks with messages that name rows,
+    the design warnings and `throw`. Arguments as `fit`'s; `options` must be a `FitOptions`.
+    """
+    arrays = tuple(jnp.asarray(x) for x in inputs)
+    Y = jnp.asarray(y)
+    if not jnp.issubdtype(Y.dtype, jnp.floating):
+        Y = Y.astype(jnp.result_type(float))
+    W = jnp.ones_like(Y) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape)
+    arrays, Y, W = _checked(arrays, Y, W, options)
+    single = Y.ndim == 1
+    starts = random_starts(law, key, restarts) if inits is None else inits
+    per_target = inits is not None and batch_axes(law, inits) == 2
+    Yb, Wb = (Y[None], W[None]) if single else (Y, W)
+    lanes = solve_targets(starts, arrays, Yb, Wb, options, per_target=per_target)
+    if single:
+        lanes = jax.tree.map(lambda leaf: leaf[0], lanes)
+    return FitResult(
+        law=lanes.law,
+        objective=lanes.take_best(lanes.objectives),
+        laws=lanes.laws,
+        objectives=lanes.objectives,
+        converged=lanes.converged,
+        n_steps=lanes.n_steps,
+        grad_norm=lanes.grad_norm,
+        status=lanes.status,
+        n_failed=jnp.sum(~lanes.finite, axis=-1),
+        inputs=arrays,
+        y=Y,
+        weights=W,
+        log_residuals=options.log_residuals,
+    )
 
 
 # --- the public entry point -----------------------------------------------------------------------------------
 
 
-def _check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Array, ...]:
-    if not isinstance(inputs, (tuple, list)):
-        raise TypeError(
-            f"`{name}` must be a tuple of arrays passed as law(*{name}) (e.g. data.inputs); got {type(inputs).__name__}"
-        )
-    arrays = tuple(jnp.asarray(x) for x in inputs)
-    if len(arrays) == 0:
-        raise ValueError(f"`{name}` is empty")
-    n = arrays[0].shape[0] if arrays[0].ndim else None
-    for i, a in enumerate(arrays):
-        if a.ndim == 0 or a.shape[0] != n:
+def resolve_options(options: FitOptions | None) -> FitOptions:
+    """`options`, or the defaults; anything but a `FitOptions` is a `TypeError` (options are typed, not a dict)."""
+    if options is None:
+        return FitOptions()
+    if not isinstance(options, FitOptions):
+        raise TypeError(f"`options` must be a camel_jax.FitOptions (e.g. FitOptions(max_steps=5000)); got {options!r}")
+    return options
+
+
+def _check_starts(law: Any, inits: Any, Y: Array) -> None:
+    check_inits(law, inits)
+    if batch_axes(law, inits) == 2:
+        leading = jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[:2]
+        if Y.ndim != 2 or leading[0] != Y.shape[0]:
             raise ValueError(
-                f"every array in `{name}` must have the same leading length P; "
-                f"{name}[{i}] has shape {a.shape}, {name}[0] has {arrays[0].shape}"
+                f"`inits` with two leading axes (T, R) must match the T={Y.shape[0] if Y.ndim == 2 else None} "
+                f"targets of `y`; got leading shape {leading}"
             )
-        finite_rows = np.isfinite(np.asarray(a)).reshape(n, -1).all(axis=1)
-        if not finite_rows.all():
-            raise ValueError(f"`{name}[{i}]` has a non-finite value at row {int(np.argmin(finite_rows))}")
-    return arrays
-
-
-def _check_law_inputs(law: eqx.Module, arrays: tuple[Array, ...]) -> None:
-    """`law(*inputs)` must give one prediction per point, shape (P,): checked on shapes alone (eval_shape)."""
-    P = arrays[0].shape[0]
-    n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
-    if n is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != n):
-        raise ValueError(
-            f"`inputs[0]` (the mixture) must have shape (P, n_datasets)=({P}, {n}) for this law; got "
-            f"{arrays[0].shape}. Is a mixture column missing or extra?"
-        )
-    shapes = [a.shape for a in arrays]
-    hint = " (size and token arrays must be 1-D, shape (P,))" if any(a.ndim > 1 for a in arrays[1:]) else ""
-    try:
-        out = jax.eval_shape(law, *arrays)
-    except (TypeError, ValueError) as error:
-        message = str(error).splitlines()[0]
-        raise ValueError(f"the law cannot be evaluated on inputs of shapes {shapes}{hint}: {message}") from None
-    if getattr(out, "shape", None) != (P,):
-        raise ValueError(
-            f"law(*inputs) has shape {getattr(out, 'shape', None)}, not ({P},): every input must have one row per "
-            f"point{hint} (got shapes {shapes})"
-        )
-
-
-def _check_inits(law: eqx.Module, inits: eqx.Module) -> None:
-    """Starts must be laws of the template's class and structure (only leading batch axes may differ)."""
-    if type(inits) is not type(law) or inits.structure() != law.structure():
-        raise ValueError(
-            f"`inits` must be laws of the same class and structure as `law` ({type(law).__name__} "
-            f"{law.structure()}); got {type(inits).__name__} "
-            f"{inits.structure() if hasattr(inits, 'structure') else ''}"
-        )
-
-
-def _warn_sizes(law: eqx.Module, arrays: tuple[Array, ...], W: Array) -> None:
-    """Warn when the design cannot support extrapolation in model size: one size, or fewer distinct sizes than
-    the parameters that describe the size dependence (the law's `size_parameters()`)."""
-    spec = law.size_parameters() if hasattr(law, "size_parameters") else None
-    if spec is None:
-        return
-    position, n_size_params = spec
-    sizes = np.asarray(arrays[position])
-    n_sizes = min(len(np.unique(sizes[row > 0])) for row in np.asarray(W).reshape(-1, sizes.shape[0]))
-    if n_sizes == 1:
-        warnings.warn(
-            f"the data hold one model size (inputs[{position}]): nothing determines how the loss changes with "
-            "size, so the size exponents and the floor C are arbitrary and predictions at other sizes meaningless",
-            stacklevel=3,
-        )
-    elif n_sizes < n_size_params:
-        warnings.warn(
-            f"the data hold {n_sizes} distinct model sizes for {n_size_params} parameters of the size dependence: "
-            "the floor and the size exponents are not determined (see `FitResult.identifiability()`); "
-            "extrapolation in size is unreliable",
-            stacklevel=3,
-        )
-
-
-def check_solver_arguments(n_starts: Any, max_steps: Any, tol: Any, polish: Any) -> None:
-    """Integer counts and a positive tolerance, checked before compute (no silent coercion)."""
-    count(n_starts, "restarts")
-    count(max_steps, "max_steps")
-    count(polish, "polish", least=0)
-    if tol is not None and not (isinstance(tol, (int, float)) and np.isfinite(tol) and tol > 0):
-        raise ValueError(f"`tol` must be a finite number > 0 (or None for the default); got {tol!r}")
-
-
-def _check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_residuals: bool) -> tuple[Array, Array]:
-    y = jnp.asarray(y)
-    if not jnp.issubdtype(y.dtype, jnp.floating):
-        y = y.astype(jnp.result_type(float))
-    if y.ndim not in (1, 2) or y.shape[-1] != n_points:
-        raise ValueError(
-            f"`y` must have shape (P,) or (T, P) with P={n_points} (the length of the inputs); got {y.shape}"
-        )
-    w = jnp.ones(y.shape, y.dtype) if weights is None else jnp.asarray(weights, dtype=y.dtype)
-    if w.shape != y.shape:
-        try:
-            w = jnp.broadcast_to(w, y.shape)
-        except ValueError:
-            raise ValueError(
-                f"`weights` must have the shape of `y` {y.shape} (or broadcast to it); got {w.shape}"
-            ) from None
-    wn, yn = np.asarray(w), np.asarray(y)
-    if np.any(wn < 0) or not np.all(np.isfinite(wn)):
-        raise ValueError("`weights` must be finite and >= 0")
-    if np.any(np.sum(wn, axis=-1) <= 0):
-        raise ValueError("`weights` are zero for every point (of some target): nothing to fit")
-    used = wn > 0
-    bad_rows = (~np.isfinite(np.where(used, yn, 0.0))).reshape(-1, n_points).any(axis=0)
-    if bad_rows.any():
-        raise ValueError(f"`y` has a non-finite value at a point with positive weight (row {int(np.argmax(bad_rows))})")
-    if log_residuals and np.any(yn[used] <= 0):
-        raise ValueError(
-            "`y` must be > 0 where weights are positive when log_residuals=True; "
-            "fit proxy losses or accuracies with log_residuals=False"
-        )
-    return y, w
-
-
-def solver_options(
-    dtype: Any,
-    n_starts: int,
-    *,
-    delta: float,
-    log_residuals: bool,
-    reduction: str,
-    penalty: Callable[[Any], Array] | None,
-    max_steps: int,
-    tol: float | None,
-    prescreen: int | None = None,
-    per_target_inits: bool = False,
-    polish: int = 50,
-) -> dict[str, Any]:
-    """The static options of the compiled fit (hashable, so equal options reuse the compilation).
-
-    The default tolerance follows the data's precision: 1e-10 in float64, 1e-6 in float32."""
-    if tol is None:
-        tol = 1e-10 if dtype == jnp.float64 else 1e-6
-    return {
-        "restarts": int(n_starts),
-        "prescreen": prescreen,
-        "delta": float(delta),
-        "log_residuals": bool(log_residuals),
-        "reduction": reduction,
-        "penalty": penalty,
-        "max_steps": int(max_steps),
-        "tol": float(tol),
-        "per_target_inits": per_target_inits,
-        "polish": int(polish),
-    }
 
 
 def fit(
-    law: eqx.Module,
+    law: Any,
     inputs: Sequence[ArrayLike],
     y: ArrayLike,
     *,
     key: Array,
     restarts: int = 64,
-    inits: eqx.Module | None = None,
-    prescreen: int | None = None,
+    inits: Any = None,
     weights: ArrayLike | None = None,
-    delta: float = 1e-3,
-    log_residuals: bool = True,
-    reduction: str = "sum",
-    penalty: Callable[[Any], Array] | None = None,
-    max_steps: int = 1000,
-    tol: float | None = None,
-    polish: int = 50,
+    options: FitOptions | None = None,
     throw: bool = False,
 ) -> FitResult:
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
@@ -455,85 +388,37 @@ def fit(
     - `restarts`: number of random starts from `type(law).sample_init(key, **law.structure())`.
     - `inits`: a batched law (leading axis = starts), e.g. a grid built with `from_params`; overrides `restarts`.
       With `y` [T, P], inits with two leading axes [T, R] give each target its own starts (e.g. warm starts).
-    - `prescreen`: evaluate the objective once at every start and optimize only the best `prescreen`.
     - `weights`: per-point weights >= 0 ([P] or [T, P]); zero-weight points contribute exactly 0.
-    - `delta`: Huber threshold. `log_residuals`: `log pred - log y` (default) or `pred - y`.
-    - `reduction`: "sum" or "mean" (divide by the weight total).
-    - `penalty`: optional `penalty(law) -> scalar` added to the objective (e.g. L2 on unconstrained exponents).
-    - `max_steps`: cap on objective evaluations per start. `tol`: relative decrease / gradient tolerance
-      (default 1e-10 in float64, 1e-6 in float32).
-    - `polish`: at most this many damped-Newton steps (exact Hessian) on the best start of each target, which
-      take it from where L-BFGS slowed down to a gradient at `tol` (see `_newton`); 0 turns the polish off.
+    - `options`: a `FitOptions` (objective and solver: `max_steps`, `tol`, `polish`, `delta`, `log_residuals`,
+      `reduction`, `penalty`, `prescreen`); default `FitOptions()`.
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
 
-    **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program.
+    **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program
+    (`fit_arrays`, which this wraps with checks that name the offending row and with design warnings).
     """
-    if reduction not in ("sum", "mean"):
-        raise ValueError(f"`reduction` must be 'sum' or 'mean'; got {reduction!r}")
-    if not (isinstance(delta, (int, float)) and delta > 0):
-        raise ValueError(f"`delta` must be a positive number; got {delta!r}")
-    if not np.isfinite(delta):
-        raise ValueError(f"`delta` must be finite; got {delta!r}")
-    check_solver_arguments(restarts, max_steps, tol, polish)
-    arrays = _check_inputs(inputs)
-    _check_law_inputs(law, arrays)
-    Y, W = _check_targets(y, weights, arrays[0].shape[0], log_residuals)
-    per_target_inits = False
+    options = resolve_options(options)
+    count(restarts, "restarts")
+    arrays = check_inputs(inputs)
+    check_law_inputs(law, arrays)
+    Y, W = check_targets(y, weights, arrays[0].shape[0], options.log_residuals)
     if inits is not None:
-        _check_inits(law, inits)
-        init_leaf = jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0]
-        core_ndim = jax.tree.leaves(eqx.filter(law, eqx.is_array))[0].ndim
-        per_target_inits = init_leaf.ndim == core_ndim + 2
-        if per_target_inits and (Y.ndim != 2 or init_leaf.shape[0] != Y.shape[0]):
-            raise ValueError(
-                f"`inits` with two leading axes (T, R) must match the T={Y.shape[0] if Y.ndim == 2 else None} "
-                f"targets of `y`; got leading shape {init_leaf.shape[:2]}"
-            )
-        n_starts = init_leaf.shape[1] if per_target_inits else init_leaf.shape[0]
-    else:
-        n_starts = restarts
-    if prescreen is not None and not 1 <= prescreen:
-        raise ValueError(f"`prescreen` must be >= 1; got {prescreen}")
-    template = law
-    n_params = n_free_parameters(template)
-    n_used = int(np.min(np.sum(np.asarray(W) > 0, axis=-1)))
-    if n_used < n_params:
-        warnings.warn(
-            f"fitting {n_params} free parameters to {n_used} points: the law is not identifiable from these data; "
-            "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
-            stacklevel=2,
-        )
-    _warn_sizes(law, arrays, W)
-    options = solver_options(
-        Y.dtype,
-        n_starts,
-        delta=delta,
-        log_residuals=log_residuals,
-        reduction=reduction,
-        penalty=penalty,
-        max_steps=max_steps,
-        tol=tol,
-        prescreen=prescreen,
-        per_target_inits=per_target_inits,
-        polish=polish,
-    )
-    batched = Y.ndim == 2
-    Yb, Wb = (Y, W) if batched else (Y[None], W[None])
-    out = _fit_core(template, key, inits, arrays, Yb, Wb, options)
-    del out["best"]
-    if not batched:
-        out = jax.tree.map(lambda leaf: leaf[0], out)
-    result = FitResult(**out, inputs=arrays, y=Y, weights=W, log_residuals=bool(log_residuals))
-    r2 = r_squared(np.asarray(result.predict(*arrays)), np.asarray(Y), np.asarray(W))
-    if np.any(np.isfinite(r2) & (r2 <= 0)):  # a non-finite fit is reported by `n_failed` instead
-        warnings.warn(
-            f"the best fit explains none of the variance of the targets (R^2 = {np.round(r2, 4).tolist()}): "
-            "its parameters and extrapolations mean nothing; check the law, its structure and the data",
-            stacklevel=2,
-        )
+        _check_starts(law, inits, Y)
+    warn_design(law, arrays, W)
+    result = fit_arrays(law, arrays, Y, W, key=key, restarts=restarts, inits=inits, options=options)
+    _warn_unexplained(result)
     if throw and bool(np.any(np.asarray(result.n_failed) == np.asarray(result.objectives).shape[-1])):
         raise RuntimeError(
             f"every start ended non-finite ({int(np.max(np.asarray(result.n_failed)))} of "
             f"{np.asarray(result.objectives).shape[-1]}); check the law's scale (size_scale), the inits and the data"
         )
     return result
+
+
+def _warn_unexplained(result: FitResult) -> None:
+    r2 = r_squared(np.asarray(result.predict(*result.inputs)), np.asarray(result.y), np.asarray(result.weights))
+    if np.any(np.isfinite(r2) & (r2 <= 0)):  # a non-finite fit is reported by `n_failed` instead
+        warnings.warn(
+            f"the best fit explains none of the variance of the targets (R^2 = {np.round(r2, 4).tolist()}): "
+            "its parameters and extrapolations mean nothing; check the law, its structure and the data",
+            stacklevel=3,
+        )

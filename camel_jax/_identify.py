@@ -78,7 +78,7 @@ def _derivatives(law, inputs, y, weights, log_residuals: bool, positive: tuple[b
 
 
 def identifiability(
-    law: eqx.Module,
+    law: Any,
     inputs: tuple[Any, ...],
     y: Any,
     weights: Any,

@@ -171,6 +171,15 @@ class BenchmarkData(eqx.Module):
         return int(self.y.shape[0])
 
 
+def positive_columns(df: pd.DataFrame, columns: dict[str, str]) -> dict[str, Array]:
+    """Validated numeric columns that must be > 0 (sizes, tokens, a log-residual target), by role:
+    `{role: column name} -> {role: array}`; errors name the column, its role and the first bad row."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
+    _require_columns(df, list(columns.values()))
+    return {role: jnp.asarray(_positive(df, column, role)) for role, column in columns.items()}
+
+
 # --- checks -------------------------------------------------------------------------------------------------
 
 

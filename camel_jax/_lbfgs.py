@@ -18,15 +18,10 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-# Status codes of a lane.
-RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS = 0, 1, 2, 3, 4
-STATUS_NAMES = {
-    RUNNING: "running",
-    CONVERGED: "converged",
-    STALLED: "stalled",
-    NONFINITE: "non-finite",
-    MAX_STEPS: "max steps",
-}
+from ._options import Status
+
+# A lane's status codes, as plain ints inside traced code (see `Status`).
+RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS = (int(s) for s in Status)
 
 _ARMIJO_C1 = 1e-4
 _MEMORY = 10
@@ -85,6 +80,24 @@ def _lbfgs_direction(lbfgs: optax.GradientTransformation, x: Array, g: Array, st
     return direction, new_state, ok
 
 
+def _init(value_and_grad: Callable, lbfgs: optax.GradientTransformation, x0: Array, tol: float) -> _State:
+    """The state at `x0`: steepest descent first; NONFINITE at a non-finite start, CONVERGED at a stationary one."""
+    f0, g0 = value_and_grad(x0)
+    finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
+    g0 = jnp.where(finite0, g0, 0.0)
+    d0, lbfgs0 = _steepest(lbfgs, x0, g0)
+    status0 = jnp.where(finite0, RUNNING, NONFINITE)
+    status0 = jnp.where(finite0 & (jnp.max(jnp.abs(g0)) <= tol), CONVERGED, status0)
+    return _State(x0, f0, g0, d0, jnp.ones((), x0.dtype), lbfgs0, jnp.array(True), jnp.array(1), status0)
+
+
+def _shrink(state: _State, f_try: Array, finite: Array, slope: Array) -> Array:
+    """After a rejected trial: the next step, by safeguarded quadratic interpolation on f along the direction."""
+    curvature = f_try - state.f - state.step * slope
+    quad = -slope * state.step**2 / (2.0 * curvature)
+    return jnp.where(finite & (curvature > 0), jnp.clip(quad, 0.1 * state.step, 0.5 * state.step), 0.1 * state.step)
+
+
 def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
     """Minimize `fun` from `x0` by L-BFGS; vmappable over `x0` (and over data closed over by `fun`).
 
@@ -94,19 +107,10 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
     """
     value_and_grad = jax.value_and_grad(fun)
     lbfgs = optax.scale_by_lbfgs(memory_size=_MEMORY)
-    f0, g0 = value_and_grad(x0)
-    finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
-    g0 = jnp.where(finite0, g0, 0.0)
-    d0, lbfgs0 = _steepest(lbfgs, x0, g0)
-    status0 = jnp.where(finite0, RUNNING, NONFINITE)
-    status0 = jnp.where(finite0 & (jnp.max(jnp.abs(g0)) <= tol), CONVERGED, status0)
     one = jnp.ones((), x0.dtype)
-    state = _State(x0, f0, g0, d0, one, lbfgs0, jnp.array(True), jnp.array(1), status0)
-    small = jnp.array(0)
 
     def cond(carry):
-        state, _ = carry
-        return (state.status == RUNNING) & (state.n_steps < max_steps)
+        return (carry[0].status == RUNNING) & (carry[0].n_steps < max_steps)
 
     def body(carry):
         state, small = carry
@@ -122,12 +126,7 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
         small_acc = small_decrease_count(state.f, f_try, small, tol)
         status_acc = jnp.where((small_acc >= 2) | (jnp.max(jnp.abs(g_try)) <= tol), CONVERGED, RUNNING)
 
-        # Rejected: shrink the step by safeguarded quadratic interpolation on f along the direction.
-        curvature = f_try - state.f - state.step * slope
-        quad = -slope * state.step**2 / (2.0 * curvature)
-        shrunk = jnp.where(
-            finite & (curvature > 0), jnp.clip(quad, 0.1 * state.step, 0.5 * state.step), 0.1 * state.step
-        )
+        shrunk = _shrink(state, f_try, finite, slope)
         exhausted = shrunk < _MIN_STEP
         # An exhausted L-BFGS direction restarts as steepest descent; an exhausted steepest descent has stalled.
         restart = exhausted & ~state.steepest
@@ -155,6 +154,6 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
         )
         return new, jnp.where(accept, small_acc, small)
 
-    state, _ = jax.lax.while_loop(cond, body, (state, small))
+    state, _ = jax.lax.while_loop(cond, body, (_init(value_and_grad, lbfgs, x0, tol), jnp.array(0)))
     status = jnp.where((state.status == RUNNING) & (state.n_steps >= max_steps), MAX_STEPS, state.status)
     return Solution(state.x, state.f, jnp.max(jnp.abs(state.g)), state.n_steps, status)

@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pandas as pd
 from jaxtyping import Array, ArrayLike, Float
 
 from ._pipeline import Pipeline
+from .laws._base import count
 
 
 def project_capped_simplex(v: Float[Array, " n"], lower: Float[Array, " n"], upper: Float[Array, " n"]) -> Array:
@@ -98,81 +98,109 @@ def check_model_size(size: Any, name: str = "model_size") -> float:
     return value
 
 
-def _ascend(f, params, z0, lower, upper, adam_steps: int, polish_steps: int, learning_rate: float, bounded: bool):
-    """One start: Adam on softmax logits (mapped into the bounds), then projected-gradient ascent with a carried
-    Armijo step to a KKT point. Maximizes f(params, r). Vmappable over z0 and params."""
+class _Ascent(eqx.Module):
+    """The ascent's settings (static: a new setting compiles anew) and bounds (traced)."""
 
-    def to_r(z):
+    lower: Array
+    upper: Array
+    adam_steps: int = eqx.field(static=True)
+    polish_steps: int = eqx.field(static=True)
+    learning_rate: float = eqx.field(static=True)
+    bounded: bool = eqx.field(static=True)
+
+    def to_mixture(self, z: Array) -> Array:
         r = jax.nn.softmax(z)
-        return project_capped_simplex(r, lower, upper) if bounded else r  # softmax is already on the simplex
+        return project_capped_simplex(r, self.lower, self.upper) if self.bounded else r  # softmax is on the simplex
 
-    optimizer = optax.adam(learning_rate)
-    negative = jax.value_and_grad(lambda z: -f(params, to_r(z)))
+    def adam(self, f: Callable[[Array], Array], z0: Array) -> Array:
+        """Adam on the softmax logits (mapped into the bounds), maximizing f."""
+        optimizer = optax.adam(self.learning_rate)
+        negative = jax.grad(lambda z: -f(self.to_mixture(z)))
 
-    def adam_step(_, carry):
-        z, state = carry
-        _, g = negative(z)
-        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction mixes int and float
-            updates, state = optimizer.update(g, state, z)
-        return optax.apply_updates(z, updates), state
+        def step(_, carry):
+            z, state = carry
+            with jax.numpy_dtype_promotion("standard"):  # optax's bias correction mixes int and float
+                updates, state = optimizer.update(negative(z), state, z)
+            return optax.apply_updates(z, updates), state
 
-    z, _ = jax.lax.fori_loop(0, adam_steps, adam_step, (z0, optimizer.init(z0)))
-    r = to_r(z)
-    value_grad = jax.value_and_grad(lambda x: f(params, x))
+        z, _ = jax.lax.fori_loop(0, self.adam_steps, step, (z0, optimizer.init(z0)))
+        return self.to_mixture(z)
 
-    def polish(_, carry):
-        r, value, grad, step = carry
-        trial = project_capped_simplex(r + step * grad, lower, upper)
-        trial_value, trial_grad = value_grad(trial)
-        ok = jnp.isfinite(trial_value) & (trial_value >= value + 1e-4 * jnp.vdot(grad, trial - r))
-        return (
-            jnp.where(ok, trial, r),
-            jnp.where(ok, trial_value, value),
-            jnp.where(ok, trial_grad, grad),
-            jnp.where(ok, jnp.minimum(step * 2.0, 1e6), step * 0.5),  # bounded: a linear objective accepts every step
-        )
+    def polish(self, f: Callable[[Array], Array], r: Array) -> tuple[Array, Array, Array]:
+        """Projected-gradient ascent with a carried Armijo step to a KKT point: (r, value, KKT residual)."""
+        value_grad = jax.value_and_grad(f)
 
-    value, grad = value_grad(r)
-    r, value, grad, _ = jax.lax.fori_loop(0, polish_steps, polish, (r, value, grad, jnp.ones((), r.dtype)))
-    kkt = jnp.max(jnp.abs(r - project_capped_simplex(r + grad, lower, upper)))
-    return r, value, kkt
+        def step(_, carry):
+            r, value, grad, size = carry
+            trial = project_capped_simplex(r + size * grad, self.lower, self.upper)
+            trial_value, trial_grad = value_grad(trial)
+            ok = jnp.isfinite(trial_value) & (trial_value >= value + 1e-4 * jnp.vdot(grad, trial - r))
+            return (
+                jnp.where(ok, trial, r),
+                jnp.where(ok, trial_value, value),
+                jnp.where(ok, trial_grad, grad),
+                jnp.where(ok, jnp.minimum(size * 2.0, 1e6), size * 0.5),  # bounded: a linear f accepts every step
+            )
+
+        value, grad = value_grad(r)
+        r, value, grad, _ = jax.lax.fori_loop(0, self.polish_steps, step, (r, value, grad, jnp.ones((), r.dtype)))
+        return r, value, jnp.max(jnp.abs(r - project_capped_simplex(r + grad, self.lower, self.upper)))
+
+    def best_of(self, f: Callable[[Array], Array], z0: Array) -> MixtureResult:
+        """Every start [S, n] ascended (vmapped); the best finite one reported."""
+        r, value, kkt = jax.vmap(lambda z: self.polish(f, self.adam(f, z)))(z0)
+        best = jnp.argmax(jnp.where(jnp.isfinite(value), value, -jnp.inf))
+        return MixtureResult(r[best], value[best], kkt[best], r, value, self.lower, self.upper)
 
 
-def _best_of_starts(f, params, z0, lower, upper, adam_steps, polish_steps, learning_rate, bounded):
-    r, value, kkt = jax.vmap(
-        lambda z: _ascend(f, params, z, lower, upper, adam_steps, polish_steps, learning_rate, bounded)
-    )(z0)
-    best = jnp.argmax(jnp.where(jnp.isfinite(value), value, -jnp.inf))
-    return r[best], value[best], kkt[best], r, value
+class _PipelineValue(eqx.Module):
+    """r -> the pipeline's objective at one size: per resample (batched pipelines) or one value."""
+
+    pipeline: Pipeline
+    size: Array
+
+    def __call__(self, r: Array) -> Array:
+        return self.pipeline.objective(r[None, :], self.size)[..., 0]
+
+
+class _Robust(eqx.Module):
+    """r -> the mean, or the q-quantile, of a batched pipeline's objective across resamples."""
+
+    value: _PipelineValue
+    q: Array | None
+
+    def __call__(self, r: Array) -> Array:
+        values = self.value(r)
+        return jnp.mean(values) if self.q is None else jnp.quantile(values, self.q)
 
 
 @eqx.filter_jit
-def _solve(f, params, z0, lower, upper, adam_steps, polish_steps, learning_rate, per_resample, bounded):
-    """`f(params, r)` is static (a module-level function, or the user's callable via `_call`), `params` traced:
-    calling again with new laws of the same shapes reuses the compiled program."""
+def _solve(objective: Any, z0: Array, ascent: _Ascent, per_resample: bool) -> MixtureResult:
+    """`objective` is a Module (its arrays traced: new laws of the same shapes reuse the compiled program) or the
+    user's callable (static)."""
     if per_resample:
-        pipeline, size = params
-        return jax.vmap(
-            lambda p: _best_of_starts(f, (p, size), z0, lower, upper, adam_steps, polish_steps, learning_rate, bounded)
-        )(pipeline)
-    return _best_of_starts(f, params, z0, lower, upper, adam_steps, polish_steps, learning_rate, bounded)
+        return jax.vmap(lambda p: ascent.best_of(_PipelineValue(p, objective.size), z0))(objective.pipeline)
+    return ascent.best_of(objective, z0)
 
 
-def _call(objective, r):
-    return objective(r)
-
-
-def _pipeline_value(params, r):
-    pipeline, size = params
-    return pipeline.objective(r[None, :], size)[..., 0]
-
-
-def _pipeline_mean(params, r):
-    return jnp.mean(_pipeline_value(params[:2], r))
-
-
-def _pipeline_quantile(params, r):
-    return jnp.quantile(_pipeline_value(params[:2], r), params[2])
+def _objective_of(objective: Any, model_size: float | None, robust: Any) -> tuple[Any, bool]:
+    """The function to maximize, and whether it is one per resample of a batched pipeline."""
+    if not isinstance(objective, Pipeline):
+        if robust is not None:
+            raise ValueError("`robust` applies to a batched Pipeline objective")
+        if not callable(objective):
+            raise TypeError(f"`objective` must be a callable or a Pipeline; got {type(objective).__name__}")
+        return objective, False
+    if model_size is None:
+        raise ValueError("a Pipeline objective needs `model_size` (the target model size, in the laws' units)")
+    value = _PipelineValue(objective, jnp.asarray([check_model_size(model_size)]))
+    if not objective.batch_shape:
+        if robust is not None:
+            raise ValueError("`robust` applies to a batched Pipeline (one with resamples)")
+        return value, False
+    if robust is None:
+        return value, True
+    return _Robust(value, None if robust == "mean" else jnp.asarray(_quantile_level(robust))), False
 
 
 def optimal_mixture(
@@ -181,8 +209,8 @@ def optimal_mixture(
     *,
     key: Array,
     model_size: float | None = None,
-    starts: int = 16,
-    steps: int = 100,
+    restarts: int = 16,
+    adam_steps: int = 100,
     polish_steps: int = 100,
     learning_rate: float = 0.1,
     lower: ArrayLike | None = None,
@@ -195,8 +223,8 @@ def optimal_mixture(
 
     **Arguments**:
     - `objective`: `objective(r) -> scalar` for a mixture r [n], or a `Pipeline` with `model_size`.
-    - `n_datasets`: n. `key`: draws the `starts` (vmapped) initial softmax logits.
-    - `steps`: Adam steps on the softmax parameterization; `polish_steps`: projected-gradient steps after it.
+    - `n_datasets`: n. `key`: draws the `restarts` (vmapped) initial softmax logits.
+    - `adam_steps`: Adam steps on the softmax parameterization; `polish_steps`: projected-gradient steps after it.
     - `lower`, `upper`: per-dataset bounds (e.g. data availability: tokens available x allowed epochs / total
       tokens); `reference`, `max_shift`: a trust region r_j in ref_j (1 +- max_shift) (the paper's +-20% design).
       Infeasible bounds raise `ValueError` before any compute. Bounds hold exactly in the result.
@@ -206,82 +234,18 @@ def optimal_mixture(
 
     **Returns**: a `MixtureResult`.
     """
-    if not (isinstance(n_datasets, int) and n_datasets >= 2):
-        raise ValueError(f"`n_datasets` must be an integer >= 2; got {n_datasets!r}")
+    count(n_datasets, "n_datasets", least=2)
+    count(restarts, "restarts")
+    count(adam_steps, "adam_steps", least=0)
+    count(polish_steps, "polish_steps", least=0)
     lo, hi = _bounds(n_datasets, lower, upper, reference, max_shift)
-    if starts < 1 or steps < 0 or polish_steps < 0:
-        raise ValueError("`starts` must be >= 1 and `steps`, `polish_steps` >= 0")
-    per_resample = False
-    if isinstance(objective, Pipeline):
-        if model_size is None:
-            raise ValueError("a Pipeline objective needs `model_size` (the target model size, in the laws' units)")
-        size = jnp.asarray([check_model_size(model_size)])
-        batched = bool(objective.batch_shape)
-        if not batched:
-            if robust is not None:
-                raise ValueError("`robust` applies to a batched Pipeline (one with resamples)")
-            f, params = _pipeline_value, (objective, size)
-        elif robust is None:
-            f, params, per_resample = _pipeline_value, (objective, size), True
-        elif robust == "mean":
-            f, params = _pipeline_mean, (objective, size)
-        else:
-            q = _quantile_level(robust)
-            f, params = _pipeline_quantile, (objective, size, jnp.asarray(q))
-    else:
-        if robust is not None:
-            raise ValueError("`robust` applies to a batched Pipeline objective")
-        if not callable(objective):
-            raise TypeError(f"`objective` must be a callable or a Pipeline; got {type(objective).__name__}")
-        f, params = _call, objective
-    z0 = 0.5 * jax.random.normal(key, (starts, n_datasets))
-    lower_j, upper_j = jnp.asarray(lo), jnp.asarray(hi)
+    f, per_resample = _objective_of(objective, model_size, robust)
     bounded = bool(np.any(lo > 0) or np.any(hi < 1))
-    out = _solve(f, params, z0, lower_j, upper_j, steps, polish_steps, learning_rate, per_resample, bounded)
-    r, value, kkt, starts_r, starts_value = out
-    return MixtureResult(
-        r=r, value=value, kkt_residual=kkt, starts_r=starts_r, starts_value=starts_value, lower=lower_j, upper=upper_j
-    )
+    ascent = _Ascent(jnp.asarray(lo), jnp.asarray(hi), adam_steps, polish_steps, float(learning_rate), bounded)
+    return _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), ascent, per_resample)
 
 
 def _quantile_level(robust: Any) -> float:
     if isinstance(robust, tuple) and len(robust) == 2 and robust[0] == "quantile" and 0 < float(robust[1]) < 1:
         return float(robust[1])
     raise ValueError(f"`robust` must be None, 'mean' or ('quantile', q) with 0 < q < 1; got {robust!r}")
-
-
-def mixture_path(
-    pipeline: Pipeline,
-    sizes: ArrayLike,
-    *,
-    key: Array,
-    datasets: list[str] | None = None,
-    level: float = 0.95,
-    **options: Any,
-) -> pd.DataFrame:
-    """The optimal mixture as a function of model size (paper Figure "Optimal mixture weights across model
-    sizes"), as a tidy frame with columns size, dataset, weight (and low, high across resamples for a batched
-    pipeline without `robust`)."""
-    n = _n_datasets(pipeline)
-    names = datasets or [f"r{j}" for j in range(n)]
-    rows = []
-    for size in [check_model_size(s, "sizes") for s in np.atleast_1d(np.asarray(sizes, dtype=float))]:
-        result = optimal_mixture(pipeline, n, key=key, model_size=float(size), **options)
-        r = np.asarray(result.r)
-        for j, name in enumerate(names):
-            row = {"size": size, "dataset": name}
-            if r.ndim == 2:
-                row["weight"] = float(np.median(r[:, j]))
-                row["low"], row["high"] = np.percentile(r[:, j], [50 * (1 - level), 50 * (1 + level)])
-            else:
-                row["weight"] = float(r[j])
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _n_datasets(pipeline: Pipeline) -> int:
-    law = next(iter(pipeline.loss_laws.values()))
-    structure = law.structure() if not pipeline.batch_shape else jax.tree.map(lambda a: a[0], law).structure()
-    if "n_datasets" not in structure:
-        raise ValueError("the pipeline's loss laws do not declare `n_datasets` in structure()")
-    return int(structure["n_datasets"])

@@ -89,7 +89,9 @@ def loss_vs_size(
     """Loss against model size for a few mixtures: observations, the fitted law's curve (extrapolated to
     `extend_to`), and a bootstrap band. `data` is a MixtureData with size and group; `law` a law or FitResult;
     `held_out` an optional MixtureData drawn as open markers (e.g. the held-out size)."""
-    law = getattr(law, "law", law)
+    from ._fit import FitResult
+
+    law = law.law if isinstance(law, FitResult) else law
     groups = np.asarray(data.group) if data.group is not None else np.zeros(data.n_points, int)
     ids = np.unique(groups) if mixtures is None else np.asarray(mixtures)
     ids = ids[:6]
@@ -120,17 +122,7 @@ def loss_vs_size(
                 lw=1.5,
                 zorder=3,
             )
-    if size.max() < top:
-        ax.axvspan(size.max(), top, color="0.92", zorder=0)
-        ax.text(top, ax.get_ylim()[1], "extrapolation ", ha="right", va="top", fontsize=8, color="0.35")
-    if log_size:
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
-
-        ax.set_xscale("log")
-        ticks = np.unique(np.concatenate([np.unique(size), [top]]))
-        ax.set_xticks(ticks)
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(NullFormatter())
+    _size_axis(ax, size, top, log_size)
     ax.set_xlabel("model size M")
     ax.set_ylabel("loss")
     band = f" with {level:.0%} bootstrap band" if bootstrap is not None else ""
@@ -138,6 +130,20 @@ def loss_vs_size(
     ax.legend(fontsize=8, frameon=False, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def _size_axis(ax: Any, size: np.ndarray, top: float, log_size: bool) -> None:
+    """Shade the extrapolated sizes beyond the data; on a log axis, tick every observed size and the top."""
+    if size.max() < top:
+        ax.axvspan(size.max(), top, color="0.92", zorder=0)
+        ax.text(top, ax.get_ylim()[1], "extrapolation ", ha="right", va="top", fontsize=8, color="0.35")
+    if log_size:
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+        ax.set_xscale("log")
+        ax.set_xticks(np.unique(np.concatenate([np.unique(size), [top]])))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def mixture_vs_size(

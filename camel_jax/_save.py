@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,37 +38,42 @@ _MAX_STRUCTURE_INT = 100_000
 _MAX_INPUTS = 16
 _MAX_METADATA_BYTES = 1_000_000
 
-_REGISTRY: dict[str, type] = {
-    cls.__name__: cls for cls in (CAMEL, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark)
-}
+_SHIPPED: tuple[type, ...] = (CAMEL, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark)
+
+# A user's own law classes, as `save` and `load` take them: a sequence of classes (each named `module:qualname` in
+# files) or a mapping {name in files: class}.
+UserLaws = Sequence[type] | Mapping[str, type] | None
 
 
-def register_law(cls: type, name: str | None = None) -> type:
-    """Allow `load` to rebuild laws of class `cls` (a user's own law); returns `cls`, so it works as a decorator.
+def known_laws(laws: UserLaws = None) -> dict[str, type]:
+    """The law classes a file may name: the shipped laws (by class name) and the caller's own `laws`.
 
-    Files name a law by `name` (default `module:qualname`); `load` only ever builds registered classes."""
-    if not (isinstance(cls, type) and issubclass(cls, eqx.Module) and hasattr(cls, "sample_init")):
-        raise TypeError(f"register_law takes a law class (an eqx.Module with sample_init); got {cls!r}")
-    name = name or f"{cls.__module__}:{cls.__qualname__}"
-    if _REGISTRY.get(name, cls) is not cls:
-        raise ValueError(f"a different law class is already registered as {name!r}")
-    _REGISTRY[name] = cls
-    return cls
+    Built anew on every call: no module-level registry, so what one caller allows never leaks into another."""
+    known: dict[str, type] = {cls.__name__: cls for cls in _SHIPPED}
+    named = laws.items() if isinstance(laws, Mapping) else ((None, cls) for cls in (laws or ()))
+    for name, cls in named:
+        if not (isinstance(cls, type) and issubclass(cls, eqx.Module) and hasattr(cls, "sample_init")):
+            raise TypeError(f"`laws` takes law classes (eqx.Modules with sample_init); got {cls!r}")
+        name = name or f"{cls.__module__}:{cls.__qualname__}"
+        if known.get(name, cls) is not cls:
+            raise ValueError(f"`laws` names two different classes {name!r}")
+        known[name] = cls
+    return known
 
 
-def _registered_name(cls: type) -> str:
-    for name, registered in _REGISTRY.items():
-        if registered is cls:
+def _registered_name(cls: type, known: dict[str, type]) -> str:
+    for name, candidate in known.items():
+        if candidate is cls:
             return name
     raise TypeError(
-        f"law class {cls.__module__}:{cls.__qualname__} is not registered: call camel_jax.register_law({cls.__name__})"
-        " before saving, and before loading in the session that reads the file"
+        f"law class {cls.__module__}:{cls.__qualname__} is not one camel-jax ships: pass it as "
+        f"`save(..., laws=[{cls.__name__}])`, and as `load(..., laws=[{cls.__name__}])` where the file is read"
     )
 
 
-def _law_descriptor(law: Any) -> dict[str, Any]:
-    """Registered name and structure of a (possibly batched) law: structure() reads trailing axes only."""
-    return {"class": _registered_name(type(law)), "structure": _jsonable(law.structure())}
+def _law_descriptor(law: Any, known: dict[str, type]) -> dict[str, Any]:
+    """Name and structure of a (possibly batched) law: structure() reads trailing axes only."""
+    return {"class": _registered_name(type(law), known), "structure": _jsonable(law.structure())}
 
 
 def _jsonable(value: Any) -> Any:
@@ -101,26 +107,26 @@ def _structure_value(value: Any, where: str) -> Any:
     raise ValueError(f"{where}: unexpected value {value!r}")
 
 
-def _template(descriptor: Any, where: str) -> Any:
+def _template(descriptor: Any, where: str, known: dict[str, type]) -> Any:
     """The law's skeleton (shapes and dtypes only, built by eval_shape: nothing is allocated)."""
     if not isinstance(descriptor, dict) or not isinstance(descriptor.get("class"), str):
         raise ValueError(f"{where}: malformed law description")
     name = descriptor["class"]
     # Files of camel-jax <= 0.1 named a shipped law by its module path; the name after ':' is looked up.
-    if name.startswith("camel_jax.") and name.partition(":")[2] in _REGISTRY:
+    if name.startswith("camel_jax.") and name.partition(":")[2] in known:
         name = name.partition(":")[2]
-    cls = _REGISTRY.get(name)
+    cls = known.get(name)
     if cls is None:
         raise ValueError(
-            f"{where}: unknown law class {descriptor['class']!r}; load() builds only registered laws "
-            f"({', '.join(sorted(_REGISTRY))}): call camel_jax.register_law on your own law class first"
+            f"{where}: unknown law class {descriptor['class']!r}; load() builds only the shipped laws and those "
+            f"passed as `laws=` ({', '.join(sorted(known))}): pass your own law class as load(..., laws=[MyLaw])"
         )
     raw = descriptor.get("structure")
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: malformed law structure")
     structure = {str(k): _structure_value(v, f"{where} structure {k!r}") for k, v in raw.items()}
     try:
-        return eqx.filter_eval_shape(cls.sample_init, jax.random.key(0), **structure)
+        return eqx.filter_eval_shape(cls.sample_init, jax.random.key(0), **structure)  # type: ignore[attr-defined]
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: invalid {name} structure {structure}: {error}") from None
 
@@ -132,26 +138,28 @@ def _data_hash(arrays: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-def save(obj: FitResult | BootstrapResult | Pipeline, path: str | Path) -> Path:
+def save(obj: FitResult | BootstrapResult | Pipeline, path: str | Path, *, laws: UserLaws = None) -> Path:
     """Save a FitResult, BootstrapResult or Pipeline to `path` (a `.npz` file; the suffix is added if missing).
 
-    Returns the path written. `load(path)` gives back an equal object (exact round trip).
+    Returns the path written. `load(path)` gives back an equal object (exact round trip). A law class camel-jax
+    does not ship must be named in `laws` (here and in `load`).
     """
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, lambda f: save_to(obj, f))
+    _write_atomic(path, lambda f: save_to(obj, f, laws=laws))
     return path
 
 
-def save_to(obj: FitResult | BootstrapResult | Pipeline, file: Any) -> None:
+def save_to(obj: FitResult | BootstrapResult | Pipeline, file: Any, *, laws: UserLaws = None) -> None:
     """Write what `save` writes to an open binary file."""
+    known = known_laws(laws)
     meta: dict[str, Any] = {"format_version": FORMAT_VERSION, "camel_jax_version": __version__}
     if isinstance(obj, FitResult):
         meta |= {
             "kind": "FitResult",
-            "law": _law_descriptor(obj.law),
+            "law": _law_descriptor(obj.law, known),
             "n_inputs": len(obj.inputs),
             "log_residuals": obj.log_residuals,
         }
@@ -159,22 +167,23 @@ def save_to(obj: FitResult | BootstrapResult | Pipeline, file: Any) -> None:
     elif isinstance(obj, BootstrapResult):
         meta |= {
             "kind": "BootstrapResult",
-            "law": _law_descriptor(obj.laws),
-            "data_hash": _data_hash([np.asarray(obj.weights)]),
+            "law": _law_descriptor(obj.laws, known),
+            "data_hash": _data_hash([np.asarray(obj.resamples)]),
         }
     elif isinstance(obj, Pipeline):
         meta |= {
             "kind": "Pipeline",
-            "loss_laws": {b: _law_descriptor(law) for b, law in obj.loss_laws.items()},
-            "benchmark_laws": {b: _law_descriptor(law) for b, law in obj.benchmark_laws.items()},
-            "weights": [[b, w] for b, w in obj.weights],
+            "loss_laws": {b: _law_descriptor(law, known) for b, law in obj.loss_laws.items()},
+            "benchmark_laws": {b: _law_descriptor(law, known) for b, law in obj.benchmark_laws.items()},
+            "weights": [[b, w] for b, w in obj.benchmark_weights],
             "data_hash": None,
         }
     else:
         raise TypeError(f"save() takes a FitResult, BootstrapResult or Pipeline; got {type(obj).__name__}")
     leaves = jax.tree.leaves(obj)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
-    np.savez(file, __meta__=np.array(json.dumps(meta)), **arrays)
+    arrays["__meta__"] = np.array(json.dumps(meta))
+    np.savez(file, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as its `allow_pickle`
 
 
 def _write_atomic(path: Path, write: Any) -> None:
@@ -218,18 +227,19 @@ def _read(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
     return meta, leaves
 
 
-def _skeleton(meta: dict[str, Any], path: Path) -> tuple[Any, list[tuple[str, Any]]]:
+def _skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple[Any, list[tuple[str, Any]]]:
     """The object to fill, with law skeletons (from eval_shape) in place of laws, and for each law its name and
     a function that picks it out of the object, for the shape checks."""
     kind = meta.get("kind")
     zero = jnp.zeros(())
+    skeleton: Any
     if kind == "FitResult":
         n_inputs = meta.get("n_inputs")
         if not (isinstance(n_inputs, int) and not isinstance(n_inputs, bool) and 1 <= n_inputs <= _MAX_INPUTS):
             raise ValueError(f"{path}: n_inputs must be an integer in [1, {_MAX_INPUTS}]; got {n_inputs!r}")
         if not isinstance(meta.get("log_residuals"), bool):
             raise ValueError(f"{path}: log_residuals must be true or false")
-        law = _template(meta.get("law"), f"{path}: law")
+        law = _template(meta.get("law"), f"{path}: law", known)
         skeleton = FitResult(
             law=law,
             objective=zero,
@@ -247,8 +257,8 @@ def _skeleton(meta: dict[str, Any], path: Path) -> tuple[Any, list[tuple[str, An
         )
         return skeleton, [("law", lambda o: o.law), ("laws", lambda o: o.laws)]
     if kind == "BootstrapResult":
-        law = _template(meta.get("law"), f"{path}: law")
-        skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, weights=zero)
+        law = _template(meta.get("law"), f"{path}: law", known)
+        skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, resamples=zero)
         return skeleton, [("laws", lambda o: o.laws)]
     if kind == "Pipeline":
         loss_meta, bench_meta, weights = meta.get("loss_laws"), meta.get("benchmark_laws"), meta.get("weights")
@@ -260,8 +270,8 @@ def _skeleton(meta: dict[str, Any], path: Path) -> tuple[Any, list[tuple[str, An
             if not (ok and isinstance(item[1], (int, float)) and np.isfinite(item[1])):
                 raise ValueError(f"{path}: malformed benchmark weight {item!r}")
             pairs[item[0]] = float(item[1])
-        loss = {b: _template(d, f"{path}: loss law {b!r}") for b, d in loss_meta.items()}
-        bench = {b: _template(d, f"{path}: benchmark law {b!r}") for b, d in bench_meta.items()}
+        loss = {b: _template(d, f"{path}: loss law {b!r}", known) for b, d in loss_meta.items()}
+        bench = {b: _template(d, f"{path}: benchmark law {b!r}", known) for b, d in bench_meta.items()}
         skeleton = Pipeline(loss, bench, pairs)
         laws = [(f"loss_laws[{b!r}]", lambda o, b=b: o.loss_laws[b]) for b in skeleton.loss_laws]
         return skeleton, laws + [
@@ -307,10 +317,11 @@ def _check_finite(obj: Any, path: Path) -> None:
         raise ValueError(f"{path}: a law holds non-finite parameters")
 
 
-def load(path: str | Path) -> FitResult | BootstrapResult | Pipeline:
+def load(path: str | Path, *, laws: UserLaws = None) -> FitResult | BootstrapResult | Pipeline:
     """Load what `save` wrote.
 
-    The file is untrusted: laws are built only from registered classes (`register_law`), never by import; every
+    The file is untrusted: laws are built only from the shipped classes and the caller's own `laws` (a sequence
+    of classes, or {name in the file: class}), never by import; every
     structure value is bounded, and every array's dtype and shape is checked against the structure before the
     object is built; law parameters must be finite. Anything else, and a newer format version, is a `ValueError`
     naming the problem; a missing file is `FileNotFoundError`.
@@ -329,14 +340,13 @@ def load(path: str | Path) -> FitResult | BootstrapResult | Pipeline:
             f"{path} uses format version {version} (camel-jax {meta.get('camel_jax_version')!s:.20}); "
             f"this camel-jax {__version__} reads up to version {FORMAT_VERSION}: upgrade camel-jax"
         )
-    skeleton, laws = _skeleton(meta, path)
+    skeleton, picks = _skeleton(meta, path, known_laws(laws))
     treedef = jax.tree.structure(skeleton)
-    if treedef.num_leaves != len(leaves):
-        raise ValueError(
-            f"{path}: stored {len(leaves)} arrays but the {meta['kind']} structure needs {treedef.num_leaves}"
-        )
+    n_leaves = len(jax.tree.leaves(skeleton))
+    if n_leaves != len(leaves):
+        raise ValueError(f"{path}: stored {len(leaves)} arrays but the {meta['kind']} structure needs {n_leaves}")
     stored = jax.tree.unflatten(treedef, leaves)
-    for name, pick in laws:
+    for name, pick in picks:
         _check_law(pick(stored), pick(skeleton), name, path)
     obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
     _check_finite(obj, path)

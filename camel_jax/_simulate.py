@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from ._io import BenchmarkData, MixtureData
 
@@ -32,7 +32,7 @@ from ._io import BenchmarkData, MixtureData
 PAPER_PARAMS_PER_M3 = 146_944.0
 
 
-def paper_active_params(scale: Array | float) -> Array:
+def paper_active_params(scale: ArrayLike) -> Array:
     """Active non-embedding parameters of the paper's architecture at scale index M (about 1.47e5 M^3)."""
     return PAPER_PARAMS_PER_M3 * jnp.asarray(scale) ** 3
 
@@ -133,7 +133,7 @@ class World(eqx.Module):
 
     def runs(
         self,
-        mixtures: Float[Array, "R n"],
+        mixtures: ArrayLike,
         sizes: Sequence[float],
         *,
         tokens: float = 20e9,
@@ -146,10 +146,10 @@ class World(eqx.Module):
         `noise` is a relative Gaussian noise on losses (and an absolute one of the same size on accuracies),
         drawn from `key`. FLOPs are 6 N D with N the active parameters (`params_fn`) and D `tokens`.
         """
-        mixtures = np.asarray(mixtures, dtype=float)
+        mixture_rows = np.asarray(mixtures, dtype=float)
         sizes_arr = np.asarray(sizes, dtype=float)
-        r = np.tile(mixtures, (len(sizes_arr), 1))
-        M = np.repeat(sizes_arr, len(mixtures))
+        r = np.tile(mixture_rows, (len(sizes_arr), 1))
+        M = np.repeat(sizes_arr, len(mixture_rows))
         L, acc = (np.asarray(x) for x in _losses_and_accuracies(self, jnp.asarray(r), jnp.asarray(M)))
         if noise > 0:
             if key is None:
@@ -159,7 +159,7 @@ class World(eqx.Module):
             acc = acc + noise * np.asarray(jax.random.normal(k2, acc.shape))
         N = np.asarray(params_fn(jnp.asarray(M)))
         table = {f"r_{d}": r[:, j] for j, d in enumerate(self.datasets)}
-        table |= {"mixture": np.tile(np.arange(len(mixtures)), len(sizes_arr)), "size": M, "params": N}
+        table |= {"mixture": np.tile(np.arange(len(mixture_rows)), len(sizes_arr)), "size": M, "params": N}
         table |= {"tokens": np.full(len(M), tokens), "flops": 6.0 * N * tokens}
         table |= {f"loss_{v}": L[:, i] for i, v in enumerate(self.validation_sets)}
         table |= {f"acc_{b}": acc[:, i] for i, b in enumerate(self.benchmarks)}

@@ -11,6 +11,7 @@ A problem with the user's input (a missing file or column, bad values) exits wit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if args.command in ("demo", "fit", "optimize"):
+            configure_jax()
         if args.command == "demo":
             from ._demo import run_demo
 
@@ -113,6 +116,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"camel-jax {args.command}: error: {message}", file=sys.stderr)
         return 2
     return 0
+
+
+def configure_jax() -> Path | None:
+    """float64, and JAX's persistent compilation cache so that a second run reuses the first one's programs.
+
+    The cache lives in `$CAMEL_JAX_CACHE_DIR` (default `$XDG_CACHE_HOME/camel-jax/jax`, i.e.
+    `~/.cache/camel-jax/jax`); `CAMEL_JAX_CACHE_DIR=off` disables it, and an unwritable folder runs without it.
+    Returns the folder in use, or None. Call it before anything is compiled."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    setting = os.environ.get("CAMEL_JAX_CACHE_DIR", "").strip()
+    if setting.lower() == "off":
+        return None
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = Path(setting) if setting else base / "camel-jax" / "jax"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # the demo's many small programs too
+    return folder
 
 
 def _read_csv(path: str):
@@ -191,15 +219,80 @@ def _law_template(args: argparse.Namespace, n: int, size_scale: float, tokens_sc
     return laws.PowerLaw.sample_init(key, scale=size_scale)
 
 
+@dataclasses.dataclass
+class _Table:
+    """The columns a `fit` uses, validated: the law's `inputs`, the target `y`, and what the report names."""
+
+    inputs: tuple[Any, ...]
+    y: Any
+    mixture: list[str]
+    size: str | None
+    tokens: str | None
+    data: Any = None  # the MixtureData, for laws of the mixture
+
+    def scale(self, column: str | None) -> float:
+        """The geometric mean of the size or tokens column (a law's reference scale), 1 without the column."""
+        if column is None:
+            return 1.0
+        values = self.inputs[self.inputs_index(column)]
+        return float(np.exp(np.mean(np.log(np.asarray(values)))))
+
+    def inputs_index(self, column: str) -> int:
+        names = (["__mixture"] if self.mixture else []) + [c for c in (self.size, self.tokens) if c is not None]
+        return names.index(column)
+
+
+def _fit_columns(args: argparse.Namespace, df: Any) -> _Table:
+    """Resolve and validate the columns of `camel-jax fit`; every problem is a one-line `UserError`."""
+    from ._io import MixtureData, positive_columns
+
+    uses_mixture = args.law not in ("chinchilla", "power")
+    uses_size = args.law != "dml"
+    mixture = (
+        [c.strip() for c in args.mixture.split(",")]
+        if args.mixture
+        else [c for c in df.columns if str(c).startswith("r_")]
+    )
+    if uses_mixture and not mixture:
+        raise UserError("no mixture columns: name them with --mixture or prefix them with r_")
+    size = args.size or ("size" if "size" in df.columns and uses_size else None)
+    if uses_size and size is None:
+        raise UserError(f"the {args.law} law needs a model-size column: --size (columns: {list(df.columns)})")
+    tokens = args.tokens
+    if tokens is None and "tokens" in df.columns and args.law in ("chinchilla", "sodm-additive", "sodm-joint"):
+        tokens = "tokens"
+    if args.law == "chinchilla" and tokens is None:
+        raise UserError("the chinchilla law needs a tokens column: --tokens")
+    if args.target not in df.columns:
+        raise UserError(f"column {args.target!r} not found (--target); available columns: {list(df.columns)}")
+    if args.law == "dml":
+        _check_one_size(args, df)
+    if not uses_mixture:
+        roles = {"size": size, **({"tokens": tokens} if tokens else {}), "target": args.target}
+        columns = positive_columns(df, roles)
+        inputs = tuple(columns[role] for role in ("size", "tokens") if role in columns)
+        return _Table(inputs, columns["target"], [], size, tokens)
+    data = MixtureData.from_frame(
+        df, mixture=mixture, target=args.target, size=size if uses_size else None, tokens=tokens
+    )
+    return _Table(data.inputs, data.y, mixture, size if uses_size else None, tokens, data)
+
+
+def _check_one_size(args: argparse.Namespace, df: Any) -> None:
+    if args.size is not None:
+        raise UserError("the dml law describes one model size and takes no --size: filter the table to one size")
+    if "size" in df.columns and df["size"].nunique() > 1:
+        raise UserError(
+            f"the dml law describes one model size, but column 'size' holds {df['size'].nunique()} sizes: "
+            "filter the table to one size, or use a law of size and mixture (--law camel-tied)"
+        )
+
+
 def _fit(args: argparse.Namespace) -> None:
     import jax
 
-    jax.config.update("jax_enable_x64", True)
-    from . import plot
-    from ._bootstrap import bootstrap
     from ._fit import fit
-    from ._io import MixtureData
-    from ._lbfgs import STATUS_NAMES
+    from ._options import Status
     from ._save import save_to
 
     if args.restarts < 1:
@@ -208,84 +301,20 @@ def _fit(args: argparse.Namespace) -> None:
         raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
     prefix = Path(args.out)
     _check_destination(prefix)
-    df = _read_csv(args.csv)
-    mixture = (
-        [c.strip() for c in args.mixture.split(",")]
-        if args.mixture
-        else [c for c in df.columns if str(c).startswith("r_")]
-    )
-    uses_mixture = args.law not in ("chinchilla", "power")
-    uses_size = args.law != "dml"
-    if uses_mixture and not mixture:
-        raise UserError("no mixture columns: name them with --mixture or prefix them with r_")
-    size = args.size or ("size" if "size" in df.columns and uses_size else None)
-    if uses_size and size is None:
-        raise UserError(f"the {args.law} law needs a model-size column: --size (columns: {list(df.columns)})")
-    if args.tokens is None and "tokens" in df.columns and args.law in ("chinchilla", "sodm-additive", "sodm-joint"):
-        args.tokens = "tokens"
-    if args.law == "chinchilla" and args.tokens is None:
-        raise UserError("the chinchilla law needs a tokens column: --tokens")
-    if args.target not in df.columns:
-        raise UserError(f"column {args.target!r} not found (--target); available columns: {list(df.columns)}")
-    if args.law == "dml" and args.size is None and "size" in df.columns and df["size"].nunique() > 1:
-        raise UserError(
-            f"the dml law describes one model size, but column 'size' holds {df['size'].nunique()} sizes: "
-            "filter the table to one size, or use a law of size and mixture (--law camel-tied)"
-        )
-    if args.law == "dml" and args.size is not None:
-        raise UserError("the dml law describes one model size and takes no --size: filter the table to one size")
-    if uses_mixture:
-        data = MixtureData.from_frame(
-            df, mixture=mixture, target=args.target, size=size if uses_size else None, tokens=args.tokens
-        )
-    else:
-        placeholder = df.assign(__r=1.0)
-        data = MixtureData.from_frame(placeholder, mixture=["__r"], target=args.target, size=size, tokens=args.tokens)
-    size_scale = float(np.exp(np.mean(np.log(np.asarray(data.size))))) if data.size is not None else 1.0
-    tokens_scale = float(np.exp(np.mean(np.log(np.asarray(data.tokens))))) if data.tokens is not None else 1.0
-    template = _law_template(args, len(mixture), size_scale, tokens_scale)
-    inputs = data.inputs if uses_mixture else data.inputs[1:]
-    if not uses_size:
-        inputs = data.inputs[:1]
+    table = _fit_columns(args, _read_csv(args.csv))
+    template = _law_template(args, len(table.mixture), table.scale(table.size), table.scale(table.tokens))
     key = jax.random.key(args.seed)
-    result = fit(template, inputs, data.y, key=key, restarts=args.restarts)
+    result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts)
     out = {
         "law": type(result.law).__name__,
         "csv": args.csv,
-        "columns": {
-            "mixture": mixture if uses_mixture else [],
-            "size": size,
-            "tokens": args.tokens,
-            "target": args.target,
-        },
+        "columns": {"mixture": table.mixture, "size": table.size, "tokens": table.tokens, "target": args.target},
         "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
         "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
-        "best_status": STATUS_NAMES[int(result.best_status)],
+        "best_status": Status(int(result.best_status)).label,
     }
-    boot = None
-    if args.resamples > 0:
-        warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:4]], result.laws)
-        boot = bootstrap(result.law, inputs, data.y, key=key, n_resamples=args.resamples, inits=warm, progress=True)
-        out["intervals_95"] = {
-            k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
-        }
-        out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
-        out["outside_interval"] = _outside(out["params"], out["intervals_95"])
-    if uses_mixture and uses_size:
-        data_with_groups = MixtureData(
-            r=data.r,
-            y=data.y,
-            size=data.size,
-            tokens=data.tokens,
-            group=np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel(),
-        )
-        fig = plot.loss_vs_size(
-            data_with_groups,
-            result.law if data.tokens is None else _fixed_tokens(result.law, data),
-            bootstrap=boot if data.tokens is None else None,
-        )
-    else:
-        fig = plot.predicted_vs_observed(data.y, result.predict(*inputs), title=f"{out['law']} fit", label=args.target)
+    boot = _intervals(args, result, table, key, out)
+    fig = _fit_figure(table, result, boot, out["law"], args.target)
     _write_outputs(
         {
             Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
@@ -293,6 +322,44 @@ def _fit(args: argparse.Namespace) -> None:
             Path(f"{prefix}.png"): lambda f: fig.savefig(f, format="png", dpi=130, bbox_inches="tight"),
         }
     )
+    _print_fit(out, boot)
+    print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
+
+
+def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:
+    """Bootstrap intervals (warm-started from the 4 best starts) into `out`; None with --resamples 0."""
+    import jax
+
+    from ._bootstrap import bootstrap
+
+    if args.resamples == 0:
+        return None
+    warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:4]], result.laws)
+    boot = bootstrap(result.law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True)
+    out["intervals_95"] = {
+        k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
+    }
+    out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
+    out["outside_interval"] = _outside(out["params"], out["intervals_95"])
+    return boot
+
+
+def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: str) -> Any:
+    """Loss against size per mixture (laws of mixture and size), else predicted against observed."""
+    from . import plot
+    from ._io import MixtureData
+
+    if table.data is None or table.size is None:
+        return plot.predicted_vs_observed(table.y, result.predict(*table.inputs), title=f"{law_name} fit", label=target)
+    data = table.data
+    groups = np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel()
+    with_groups = MixtureData(r=data.r, y=data.y, size=data.size, tokens=data.tokens, group=groups)
+    if data.tokens is None:
+        return plot.loss_vs_size(with_groups, result.law, bootstrap=boot)
+    return plot.loss_vs_size(with_groups, _fixed_tokens(result.law, data), bootstrap=None)
+
+
+def _print_fit(out: dict[str, Any], boot: Any) -> None:
     s = out["summary"]
     print(
         f"{out['law']}: objective {float(s['objective']):.4g}, R^2 {float(s['r2']):.5f}, "
@@ -307,7 +374,6 @@ def _fit(args: argparse.Namespace) -> None:
             "stopped, not what the data determine"
         )
     _print_params(out)
-    print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
 
 
 def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
@@ -353,12 +419,10 @@ def _fixed_tokens(law: Any, data: Any):
 
 def _optimize(args: argparse.Namespace) -> None:
     import jax
-    import jax.numpy as jnp
 
-    jax.config.update("jax_enable_x64", True)
     from ._fit import FitResult
-    from ._optimize import check_model_size, optimal_mixture
-    from ._pipeline import OBJECTIVES, Pipeline
+    from ._optimize import check_model_size
+    from ._pipeline import Pipeline
     from ._save import load
 
     if not Path(args.saved).is_file():
@@ -370,9 +434,23 @@ def _optimize(args: argparse.Namespace) -> None:
     if takes_size and args.size is None:
         raise UserError("--size is required: the target model size, in the units of the fit")
     if not takes_size and args.size is not None:
-        raise UserError(f"a {type(saved.law).__name__} fit describes the one size it was fitted at: drop --size")
+        raise UserError(f"a {type(saved.law).__name__} fit describes the one size it was fitted at: drop --size")  # type: ignore[union-attr]
     if args.size is not None:
         check_model_size(args.size, "--size")
+    key = jax.random.key(args.seed)
+    if isinstance(saved, FitResult):
+        result = _optimize_fit(saved, args, _bounds(args), key)
+    elif isinstance(saved, Pipeline):
+        result = _optimize_pipeline(saved, args, _bounds(args), key)
+    else:
+        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult or a Pipeline")
+    r = np.asarray(result.r)
+    print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))
+    print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+
+
+def _bounds(args: argparse.Namespace) -> dict[str, Any]:
+    """`optimal_mixture`'s bound keywords from --lower, --upper, --reference and --max-shift."""
     bounds: dict[str, Any] = {}
     if args.lower:
         bounds["lower"] = _floats(args.lower, "lower")
@@ -382,54 +460,70 @@ def _optimize(args: argparse.Namespace) -> None:
         if not args.reference:
             raise UserError("--max-shift needs --reference")
         bounds |= {"reference": _floats(args.reference, "reference"), "max_shift": args.max_shift}
-    key = jax.random.key(args.seed)
-    if isinstance(saved, FitResult):
-        law = saved.law
-        n = law.structure().get("n_datasets")
-        if n is None:
-            raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
-        if takes_size:
-            size = jnp.asarray([args.size])
-            result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
-            print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
-        else:
-            result = optimal_mixture(lambda r: -law(r[None, :])[0], int(n), key=key, **bounds)
-            print(f"predicted loss at the fitted size: {-float(result.value):.5g}")
-    elif isinstance(saved, Pipeline):
-        if args.objective and args.weights:
-            raise UserError("give --objective or --weights, not both")
-        if args.weights:
-            weights = {}
-            for item in args.weights.split(","):
-                name, _, value = item.partition("=")
-                try:
-                    weights[name.strip()] = float(value)
-                except ValueError:
-                    raise UserError(f"--weights must be name=number pairs; got {item!r}") from None
-            unknown = sorted(set(weights) - set(saved.loss_laws))
-            if unknown:
-                raise UserError(
-                    f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
-                )
-        else:
-            name = args.objective or "balanced"
-            if name not in OBJECTIVES:
-                raise UserError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
-            weights = {b: w for b, w in OBJECTIVES[name].items() if b in saved.loss_laws}
-            left_out = sorted(set(OBJECTIVES[name]) - set(weights))
-            if not weights:
-                raise UserError(f"the pipeline has none of the {name} objective's benchmarks; use --weights")
-            if left_out:
-                print(f"note: the pipeline has no law for {left_out}; the {name} objective uses the others")
-        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, weights)
-        n = next(iter(saved.loss_laws.values())).structure()["n_datasets"]
-        result = optimal_mixture(pipeline, int(n), key=key, model_size=args.size, **bounds)
-        print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
-    else:
-        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult or a Pipeline")
-    r = np.asarray(result.r)
-    print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))
-    print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+    return bounds
+
+
+def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
+    """The mixture of lowest predicted loss under a saved fit (at --size, or at the one fitted size)."""
+    import jax.numpy as jnp
+
+    from ._optimize import optimal_mixture
+
+    law = saved.law
+    n = law.structure().get("n_datasets")
+    if n is None:
+        raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
+    if args.size is None:
+        result = optimal_mixture(lambda r: -law(r[None, :])[0], int(n), key=key, **bounds)
+        print(f"predicted loss at the fitted size: {-float(result.value):.5g}")
+        return result
+    size = jnp.asarray([args.size])
+    result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
+    print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
+    return result
+
+
+def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
+    """The mixture of highest predicted weighted accuracy under a saved pipeline, at --size."""
+    from ._optimize import optimal_mixture
+    from ._pipeline import Pipeline
+
+    pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args))
+    result = optimal_mixture(pipeline, pipeline.n_datasets, key=key, model_size=args.size, **bounds)
+    print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
+    return result
+
+
+def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
+    """--weights name=w,... or the named --objective, restricted to the pipeline's benchmarks."""
+    from ._pipeline import OBJECTIVES
+
+    if args.objective and args.weights:
+        raise UserError("give --objective or --weights, not both")
+    if args.weights:
+        weights = {}
+        for item in args.weights.split(","):
+            name, _, value = item.partition("=")
+            try:
+                weights[name.strip()] = float(value)
+            except ValueError:
+                raise UserError(f"--weights must be name=number pairs; got {item!r}") from None
+        unknown = sorted(set(weights) - set(saved.loss_laws))
+        if unknown:
+            raise UserError(
+                f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
+            )
+        return weights
+    name = args.objective or "balanced"
+    if name not in OBJECTIVES:
+        raise UserError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
+    weights = {b: w for b, w in OBJECTIVES[name].items() if b in saved.loss_laws}
+    left_out = sorted(set(OBJECTIVES[name]) - set(weights))
+    if not weights:
+        raise UserError(f"the pipeline has none of the {name} objective's benchmarks; use --weights")
+    if left_out:
+        print(f"note: the pipeline has no law for {left_out}; the {name} objective uses the others")
+    return weights
 
 
 def _design(args: argparse.Namespace) -> None:

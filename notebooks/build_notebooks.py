@@ -90,12 +90,11 @@ NOTEBOOKS["02_epoch_chinchilla"] = [
         "code",
         """\
 import shared_data
-from test_epoch import hoffmann_grid
 df = shared_data.epoch_chinchilla()
 inputs, y = (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
-grid = hoffmann_grid()  # alpha, beta in {0 -> 1e-3, .5, 1, 1.5, 2}, log E in {-1..1}, log A, log B in {0..25}
+grid = cj.Chinchilla.hoffmann_grid()  # alpha, beta in {0 -> 1e-3, .5, 1, 1.5, 2}, log E in {-1..1}, log A, log B in {0..25}
 t0 = time.perf_counter()
-result = cj.fit(cj.Chinchilla.sample_init(jax.random.key(0)), inputs, y, key=jax.random.key(0), inits=grid, prescreen=64)
+result = cj.fit(cj.Chinchilla.sample_init(jax.random.key(0)), inputs, y, key=jax.random.key(0), inits=grid, options=cj.FitOptions(prescreen=64))
 print(f"4,500-point grid, best 64 optimized: {time.perf_counter() - t0:.1f} s (compile included)")
 print(f"objective {float(result.objective):.7e} (Epoch: 1.0182740e-03)")
 {k: round(float(v), 4) for k, v in result.law.params().items()}""",

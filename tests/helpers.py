@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +15,30 @@ import numpy as np
 import camel_jax as cj
 
 RTOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
+
+
+@contextlib.contextmanager
+def traces_of(name: str) -> Iterator[list[str]]:
+    """Collect, while the block runs, JAX's "Finished tracing" log lines of jitted functions named `name`: one
+    per compilation of a new program (a cache hit traces nothing)."""
+    found: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith(f"Finished tracing + transforming {name} ") or message.startswith(
+                f"Finished tracing {name} "
+            ):
+                found.append(message)
+
+    handler = Collect(level=logging.DEBUG)
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles():
+            yield found
+    finally:
+        logger.removeHandler(handler)
 
 
 def known_tied_camel():

@@ -63,11 +63,11 @@ def test_explicit_weights_are_reused_across_targets():
     true, inputs, y = problem()
     first = cj.bootstrap(true, inputs, y, key=jax.random.key(3), n_resamples=8, restarts=4, progress=False)
     second = cj.bootstrap(
-        true, inputs, y * 1.1, key=jax.random.key(4), weights=first.weights, restarts=4, progress=False
+        true, inputs, y * 1.1, key=jax.random.key(4), resamples=first.resamples, restarts=4, progress=False
     )
-    assert np.array_equal(first.weights, second.weights)
-    with pytest.raises(ValueError, match=r"`weights` must have shape \(B, 24\)"):
-        cj.bootstrap(true, inputs, y, key=jax.random.key(4), weights=np.ones(24), progress=False)
+    assert np.array_equal(first.resamples, second.resamples)
+    with pytest.raises(ValueError, match=r"`resamples` must have shape \(B, 24\)"):
+        cj.bootstrap(true, inputs, y, key=jax.random.key(4), resamples=np.ones(24), progress=False)
 
 
 SHARDED = textwrap.dedent(

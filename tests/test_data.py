@@ -151,5 +151,12 @@ def test_too_few_points_warns_and_recommends_tying():
     law = cj.CAMEL.sample_init(__import__("jax").random.key(0), n_datasets=3, n_domains=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        cj.fit(law, data.inputs[:2], data.y, key=__import__("jax").random.key(0), restarts=2, max_steps=3)
+        cj.fit(
+            law,
+            data.inputs[:2],
+            data.y,
+            key=__import__("jax").random.key(0),
+            restarts=2,
+            options=__import__("camel_jax").FitOptions(max_steps=3),
+        )
     assert any("tied=True" in str(w.message) for w in caught)

@@ -11,13 +11,7 @@ EPOCH_BEST = 1.0182740e-3
 
 
 def hoffmann_grid():
-    """alpha, beta in {0, .5, 1, 1.5, 2} (0 -> 1e-3: log-parameterized exponents cannot start at 0),
-    log E in {-1, -.5, 0, .5, 1}, log A, log B in {0, 5, ..., 25}: 4,500 starts."""
-    exponents = np.array([1e-3, 0.5, 1.0, 1.5, 2.0])
-    log_E = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
-    log_AB = np.arange(0.0, 30.0, 5.0)
-    alpha, beta, e, a, b = (g.ravel() for g in np.meshgrid(exponents, exponents, log_E, log_AB, log_AB, indexing="ij"))
-    return cj.Chinchilla.from_params(A=np.exp(a), B=np.exp(b), E=np.exp(e), alpha=alpha, beta=beta)
+    return cj.Chinchilla.hoffmann_grid()
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +26,7 @@ def epoch_fit():
         df["loss"].to_numpy(),
         key=jax.random.key(0),
         inits=grid,
-        prescreen=64,
+        options=cj.FitOptions(prescreen=64),
     )
     return df, inputs, result
 

@@ -4,10 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import known_tied_camel
+from helpers import known_tied_camel, traces_of
 
 import camel_jax as cj
-from camel_jax import _fit
 
 SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 
@@ -48,11 +47,18 @@ def test_strategy_masks_respect_the_budget():
 def test_true_law_extrapolates_exactly_and_repeats_compile_once():
     true, data = camel_world_data()
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
-    before = _fit._TRACES["fit"]
-    table = cj.compare_laws(
-        {"camel": template}, data, SIZES, 12.0, n_points=[24, 42], repeats=3, key=jax.random.key(0), max_steps=3000
-    )
-    assert _fit._TRACES["fit"] - before == 1  # every repeat and every n: one program
+    with traces_of("fit_arrays") as traces:
+        table = cj.compare_laws(
+            {"camel": template},
+            data,
+            SIZES,
+            12.0,
+            n_points=[24, 42],
+            repeats=3,
+            key=jax.random.key(0),
+            options=cj.FitOptions(max_steps=3000),
+        )
+    assert len(traces) == 1  # every repeat and every n: one program
     assert list(table.columns[:5]) == ["law", "n_points", "repeat", "test_size", "error"]
     assert len(table) == 6 and table["error"].max() < 1e-3  # percent
 
@@ -71,7 +77,15 @@ def test_dml_nested_skips_mixtures_with_fewer_than_three_sizes():
 def test_select_domains_returns_a_candidate_and_its_table():
     _, data = camel_world_data()
     best, table = cj.select_domains(
-        [1, 2], data, SIZES, 12.0, n_points=42, repeats=2, key=jax.random.key(0), capacity_exponent=3.0, max_steps=2000
+        [1, 2],
+        data,
+        SIZES,
+        12.0,
+        n_points=42,
+        repeats=2,
+        key=jax.random.key(0),
+        capacity_exponent=3.0,
+        options=cj.FitOptions(max_steps=2000),
     )
     assert best in (1, 2) and set(table["k"]) == {1, 2}
     assert table.groupby("k")["error"].mean()[2] < table.groupby("k")["error"].mean()[1]  # the truth has k=2

@@ -6,10 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import known_tied_camel, random_mixtures
+from helpers import known_tied_camel, random_mixtures, traces_of
 
 import camel_jax as cj
-from camel_jax import _fit
 
 
 def rel(a, b):
@@ -25,12 +24,14 @@ def test_huber_and_objective_by_hand():
     x, y, w = jnp.array([1.0, 2.0, 4.0]), jnp.array([3.0, 2.5, 1.0]), jnp.array([1.0, 2.0, 0.5])
     res = np.log(1.0 + 2.0 / np.asarray(x)) - np.log(np.asarray(y))
     h = np.where(np.abs(res) <= 0.1, 0.5 * res**2, 0.1 * (np.abs(res) - 0.05))
-    value = cj.objective(law, (x,), y, w, delta=0.1)
+    value = cj.objective(law, (x,), y, w, cj.FitOptions(delta=0.1))
     np.testing.assert_allclose(value, np.sum(np.asarray(w) * h), rtol=1e-14)
     np.testing.assert_allclose(
-        cj.objective(law, (x,), y, w, delta=0.1, reduction="mean"), np.sum(np.asarray(w) * h) / 3.5, rtol=1e-14
+        cj.objective(law, (x,), y, w, cj.FitOptions(delta=0.1, reduction="mean")),
+        np.sum(np.asarray(w) * h) / 3.5,
+        rtol=1e-14,
     )
-    plain = cj.objective(law, (x,), y, w, delta=10.0, log_residuals=False)
+    plain = cj.objective(law, (x,), y, w, cj.FitOptions(delta=10.0, log_residuals=False))
     np.testing.assert_allclose(
         plain, np.sum(np.asarray(w) * 0.5 * (1.0 + 2.0 / np.asarray(x) - np.asarray(y)) ** 2), rtol=1e-14
     )
@@ -95,7 +96,14 @@ def test_recovers_known_parameters(name):
     inputs = tuple(jnp.asarray(x) for x in make_inputs(np.random.default_rng(1)))
     y = true(*inputs)
     log_residuals = not name.startswith("LossToBenchmark")
-    result = cj.fit(true, inputs, y, key=jax.random.key(0), restarts=32, log_residuals=log_residuals, max_steps=3000)
+    result = cj.fit(
+        true,
+        inputs,
+        y,
+        key=jax.random.key(0),
+        restarts=32,
+        options=cj.FitOptions(log_residuals=log_residuals, max_steps=3000),
+    )
     assert int(result.n_failed) == 0
     for key, value in true.params().items():
         assert rel(result.law.params()[key], value) < 1e-4, (key, result.law.params()[key], value)
@@ -106,7 +114,14 @@ def test_monotone_loss_to_benchmark_recovers_a_weight_at_its_bound():
     precision (with k = exp(u) it would sit at u = -inf)."""
     true = cj.LossToBenchmark.from_params(k=[1.5, 0.0, 0.9], A=1.0, B=-5.0, C=0.0, monotone=True)
     L = jnp.asarray(np.random.default_rng(1).uniform(2.0, 4.5, (60, 3)))
-    result = cj.fit(true, (L,), true(L), key=jax.random.key(0), restarts=16, log_residuals=False, max_steps=3000)
+    result = cj.fit(
+        true,
+        (L,),
+        true(L),
+        key=jax.random.key(0),
+        restarts=16,
+        options=cj.FitOptions(log_residuals=False, max_steps=3000),
+    )
     p = result.law.params()
     np.testing.assert_allclose(p["k"], [1.5, 0.0, 0.9], atol=1e-6)
     np.testing.assert_allclose([p["A"], p["B"], p["C"]], [1.0, -5.0, 0.0], atol=1e-6)
@@ -125,7 +140,9 @@ def camel_problem():
 def test_camel_tied_recovers_predictions_and_parameters_up_to_permutation():
     true, inputs = camel_problem()
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
-    result = cj.fit(template, inputs, true(*inputs), key=jax.random.key(1), restarts=32, max_steps=3000)
+    result = cj.fit(
+        template, inputs, true(*inputs), key=jax.random.key(1), restarts=32, options=cj.FitOptions(max_steps=3000)
+    )
     rng = np.random.default_rng(9)
     r_new = jnp.asarray(random_mixtures(rng, 20, 3))
     for size in (11.0, 22.0):
@@ -146,7 +163,7 @@ def test_dml_recovers_predictions():
     rng = np.random.default_rng(3)
     true = cj.DML.from_params(t=rng.normal(size=(2, 3)), S=[0.6, 0.4], C=[1.0, 1.5], K=[0.5, 0.3])
     r = jnp.asarray(random_mixtures(rng, 40, 3))
-    result = cj.fit(true, (r,), true(r), key=jax.random.key(0), restarts=32, max_steps=3000)
+    result = cj.fit(true, (r,), true(r), key=jax.random.key(0), restarts=32, options=cj.FitOptions(max_steps=3000))
     r_new = jnp.asarray(random_mixtures(rng, 10, 3))
     assert rel(result.predict(r_new), true(r_new)) < 1e-4
 
@@ -156,9 +173,9 @@ def test_several_targets_at_once_equal_separate_fits():
     other = cj.CAMEL.from_params(**{**true.params(), "C": 2.5}, tied=True, capacity_exponent=3.0)
     Y = jnp.stack([true(*inputs), other(*inputs)])
     template = true
-    both = cj.fit(template, inputs, Y, key=jax.random.key(4), restarts=8, max_steps=3000)
+    both = cj.fit(template, inputs, Y, key=jax.random.key(4), restarts=8, options=cj.FitOptions(max_steps=3000))
     assert both.objectives.shape == (2, 8) and both.law.C.shape == (2,)
-    single = cj.fit(template, inputs, Y[1], key=jax.random.key(4), restarts=8, max_steps=3000)
+    single = cj.fit(template, inputs, Y[1], key=jax.random.key(4), restarts=8, options=cj.FitOptions(max_steps=3000))
     # the same starts reach the same optimum (lane trajectories may differ in the last bits under another batch)
     np.testing.assert_allclose(both.predict(*inputs)[1], single.predict(*inputs), rtol=1e-8)
     np.testing.assert_allclose(both.law.params()["C"][1], 2.5, rtol=1e-6)
@@ -169,7 +186,7 @@ def test_inits_prescreen_and_result_fields():
     law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
     x = jnp.linspace(1.0, 30.0, 20)
     grid = cj.PowerLaw.from_params(E=np.full(50, 1.0), A=np.geomspace(0.1, 100, 50), alpha=np.full(50, 0.3))
-    result = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=grid, prescreen=5)
+    result = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=grid, options=cj.FitOptions(prescreen=5))
     assert result.objectives.shape == (5,) and result.laws.log_A.shape == (5,)
     values = jax.vmap(lambda l: cj.objective(l, (x,), law(x), jnp.ones(20)))(grid)
     best5 = np.sort(np.argsort(np.asarray(values))[:5])
@@ -215,12 +232,12 @@ def test_all_starts_failing_is_reported_and_raises_under_throw():
 def test_same_key_same_result_and_no_recompilation():
     true, inputs = camel_problem()
     y = true(*inputs)
-    kwargs = dict(key=jax.random.key(5), restarts=3, max_steps=50)
+    kwargs = dict(key=jax.random.key(5), restarts=3, options=cj.FitOptions(max_steps=50))
     a = cj.fit(true, inputs, y, **kwargs)
-    traces = _fit._TRACES["fit"]
-    b = cj.fit(true, inputs, y * 1.01, **{**kwargs, "key": jax.random.key(6)})  # new data and key, same shapes
-    c = cj.fit(true, inputs, y, **kwargs)
-    assert _fit._TRACES["fit"] == traces
+    with traces_of("fit_arrays") as traces:
+        b = cj.fit(true, inputs, y * 1.01, **{**kwargs, "key": jax.random.key(6)})  # new data and key, same shapes
+        c = cj.fit(true, inputs, y, **kwargs)
+    assert traces == []
     assert all(np.array_equal(u, v) for u, v in zip(jax.tree.leaves(a.laws), jax.tree.leaves(c.laws)))
     assert not np.array_equal(a.objectives, b.objectives)
 
@@ -229,7 +246,7 @@ def test_penalty_is_added_to_the_objective():
     law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
     x = jnp.linspace(1.0, 30.0, 20)
     penalty = lambda l: 10.0 * (l.log_alpha - jnp.log(0.3)) ** 2  # noqa: E731
-    pulled = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=8, penalty=penalty)
+    pulled = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=8, options=cj.FitOptions(penalty=penalty))
     free = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=8)
     assert abs(float(pulled.law.params()["alpha"]) - 0.3) < abs(float(free.law.params()["alpha"]) - 0.3)
 
@@ -245,7 +262,7 @@ def test_bad_arguments_raise_before_compute():
     with pytest.raises(ValueError, match="log_residuals=False"):
         cj.fit(law, (x,), -x, key=key)
     with pytest.raises(ValueError, match="`reduction`"):
-        cj.fit(law, (x,), x, key=key, reduction="median")
+        cj.fit(law, (x,), x, key=key, options=cj.FitOptions(reduction="median"))
     with pytest.raises(ValueError, match="zero for every point"):
         cj.fit(law, (x,), x, key=key, weights=jnp.zeros(4))
     with pytest.raises(ValueError, match=r"`weights` must have the shape of `y`"):

@@ -80,7 +80,7 @@ def test_max_sd_is_validated():
 
 def quick_fit(law, inputs, y):
     """A short fit: the design warnings do not depend on convergence."""
-    return cj.fit(law, inputs, y, key=jax.random.key(0), restarts=4, max_steps=100, polish=0)
+    return cj.fit(law, inputs, y, key=jax.random.key(0), restarts=4, options=cj.FitOptions(max_steps=100, polish=0))
 
 
 def caught_messages(fn):
@@ -140,7 +140,7 @@ def test_defaults_converge_on_epoch_chinchilla_and_refit_reproduces_the_point():
     inputs, y = (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
     law = cj.Chinchilla.sample_init(jax.random.key(0))
     result = cj.fit(law, inputs, y, key=jax.random.key(3))
-    reference = cj.fit(law, inputs, y, key=jax.random.key(3), max_steps=20_000)
+    reference = cj.fit(law, inputs, y, key=jax.random.key(3), options=cj.FitOptions(max_steps=20_000))
     assert np.mean(np.asarray(result.converged)) >= 0.9
     assert int(result.best_status) in (1, 2)  # converged or stalled at working precision
     assert abs(float(result.objective) - float(reference.objective)) <= 1e-8 * float(reference.objective)

@@ -34,22 +34,39 @@ class AbstractLaw(eqx.Module):
 
     @classmethod
     @abc.abstractmethod
-    def from_params(cls, **constrained: Any) -> AbstractLaw: ...
+    def from_params(cls, *args: Any, **constrained: Any) -> AbstractLaw: ...
 
     @abc.abstractmethod
     def params(self) -> dict[str, Array]: ...
 
     @classmethod
     @abc.abstractmethod
-    def sample_init(cls, key: Array, **structure: Any) -> AbstractLaw: ...
+    def sample_init(cls, *args: Any, **structure: Any) -> AbstractLaw: ...
 
     @abc.abstractmethod
     def structure(self) -> dict[str, Any]: ...
+
+    def batch_shape(self) -> tuple[int, ...]:
+        """The leading batch axes of this law's leaves (restarts, resamples): () for a single law."""
+        single = jax.eval_shape(lambda: type(self).sample_init(jax.random.key(0), **self.structure()))
+        mine = jax.tree.leaves(eqx.filter(self, eqx.is_array))[0]
+        one = jax.tree.leaves(single)[0]  # a ShapeDtypeStruct of the same first parameter
+        return tuple(mine.shape[: mine.ndim - one.ndim])
 
     def size_parameters(self) -> tuple[int, int] | None:
         """(position of the model-size array in `inputs`, number of parameters that shape the size dependence),
         or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
         return None
+
+
+def sodm_structure(law: Any) -> dict[str, Any]:
+    """The structure of either SODM law (additive or joint): datasets, tokens input and reference scales."""
+    return {
+        "n_datasets": law.log_C.shape[-1],
+        "tokens": law.tokens,
+        "size_scale": law.size_scale,
+        "tokens_scale": law.tokens_scale,
+    }
 
 
 def n_free_parameters(law: eqx.Module) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse, positive_number
@@ -100,6 +101,26 @@ class Chinchilla(AbstractLaw):
             log_beta=log_beta,
             size_scale=positive_number(size_scale, "size_scale"),
             tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+        )
+
+    @classmethod
+    def hoffmann_grid(cls, *, size_scale: float = 1.0, tokens_scale: float = 1.0) -> Chinchilla:
+        """Hoffmann et al.'s grid of starts, as Epoch AI's replication uses it (4,500 starts, batched):
+        alpha, beta in {0, .5, 1, 1.5, 2} (0 becomes 1e-3: log-parameterized exponents cannot start at 0),
+        log E in {-1, -.5, 0, .5, 1}, log A, log B in {0, 5, ..., 25} (raw units). Pass it as `fit(..., inits=)`."""
+        exponents = np.array([1e-3, 0.5, 1.0, 1.5, 2.0])
+        log_E = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+        log_AB = np.arange(0.0, 30.0, 5.0)
+        grids = np.meshgrid(exponents, exponents, log_E, log_AB, log_AB, indexing="ij")
+        alpha, beta, e, a, b = (g.ravel() for g in grids)
+        return cls.from_params(
+            A=np.exp(a),
+            B=np.exp(b),
+            E=np.exp(e),
+            alpha=alpha,
+            beta=beta,
+            size_scale=size_scale,
+            tokens_scale=tokens_scale,
         )
 
     def size_parameters(self) -> tuple[int, int]:

@@ -9,7 +9,16 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, positive_number, safe_pow
+from ._base import (
+    AbstractLaw,
+    as_leaves,
+    count,
+    log_uniform,
+    positive_inverse,
+    positive_number,
+    safe_pow,
+    sodm_structure,
+)
 
 
 class SODMAdditive(AbstractLaw):
@@ -130,9 +139,4 @@ class SODMAdditive(AbstractLaw):
         return 1, 3
 
     def structure(self) -> dict[str, Any]:
-        return {
-            "n_datasets": self.log_C.shape[-1],
-            "tokens": self.tokens,
-            "size_scale": self.size_scale,
-            "tokens_scale": self.tokens_scale,
-        }
+        return sodm_structure(self)

@@ -1,0 +1,142 @@
+"""Checks of a fit's arguments and data, on the host and before any compute (`fit`, `bootstrap`).
+
+Each names the offending argument, row or parameter. `fit_arrays`, the traceable core, repeats the value checks
+with `eqx.error_if` for callers who skip these.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+from .laws._base import n_free_parameters
+
+
+def check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Array, ...]:
+    if not isinstance(inputs, (tuple, list)):
+        raise TypeError(
+            f"`{name}` must be a tuple of arrays passed as law(*{name}) (e.g. data.inputs); got {type(inputs).__name__}"
+        )
+    arrays = tuple(jnp.asarray(x) for x in inputs)
+    if len(arrays) == 0:
+        raise ValueError(f"`{name}` is empty")
+    n = arrays[0].shape[0] if arrays[0].ndim else None
+    for i, a in enumerate(arrays):
+        if a.ndim == 0 or a.shape[0] != n:
+            raise ValueError(
+                f"every array in `{name}` must have the same leading length P; "
+                f"{name}[{i}] has shape {a.shape}, {name}[0] has {arrays[0].shape}"
+            )
+        finite_rows = np.isfinite(np.asarray(a)).reshape(n, -1).all(axis=1)
+        if not finite_rows.all():
+            raise ValueError(f"`{name}[{i}]` has a non-finite value at row {int(np.argmin(finite_rows))}")
+    return arrays
+
+
+def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
+    """`law(*inputs)` must give one prediction per point, shape (P,): checked on shapes alone (eval_shape)."""
+    P = arrays[0].shape[0]
+    n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
+    if n is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != n):
+        raise ValueError(
+            f"`inputs[0]` (the mixture) must have shape (P, n_datasets)=({P}, {n}) for this law; got "
+            f"{arrays[0].shape}. Is a mixture column missing or extra?"
+        )
+    shapes = [a.shape for a in arrays]
+    hint = " (size and token arrays must be 1-D, shape (P,))" if any(a.ndim > 1 for a in arrays[1:]) else ""
+    try:
+        out = jax.eval_shape(law, *arrays)
+    except (TypeError, ValueError) as error:
+        message = str(error).splitlines()[0]
+        raise ValueError(f"the law cannot be evaluated on inputs of shapes {shapes}{hint}: {message}") from None
+    if getattr(out, "shape", None) != (P,):
+        raise ValueError(
+            f"law(*inputs) has shape {getattr(out, 'shape', None)}, not ({P},): every input must have one row per "
+            f"point{hint} (got shapes {shapes})"
+        )
+
+
+def check_inits(law: Any, inits: Any) -> None:
+    """Starts must be laws of the template's class and structure (only leading batch axes may differ)."""
+    if type(inits) is not type(law) or inits.structure() != law.structure():
+        raise ValueError(
+            f"`inits` must be laws of the same class and structure as `law` ({type(law).__name__} "
+            f"{law.structure()}); got {type(inits).__name__} "
+            f"{inits.structure() if hasattr(inits, 'structure') else ''}"
+        )
+
+
+def check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_residuals: bool) -> tuple[Array, Array]:
+    y = jnp.asarray(y)
+    if not jnp.issubdtype(y.dtype, jnp.floating):
+        y = y.astype(jnp.result_type(float))
+    if y.ndim not in (1, 2) or y.shape[-1] != n_points:
+        raise ValueError(
+            f"`y` must have shape (P,) or (T, P) with P={n_points} (the length of the inputs); got {y.shape}"
+        )
+    w = jnp.ones(y.shape, y.dtype) if weights is None else jnp.asarray(weights, dtype=y.dtype)
+    if w.shape != y.shape:
+        try:
+            w = jnp.broadcast_to(w, y.shape)
+        except ValueError:
+            raise ValueError(
+                f"`weights` must have the shape of `y` {y.shape} (or broadcast to it); got {w.shape}"
+            ) from None
+    wn, yn = np.asarray(w), np.asarray(y)
+    if np.any(wn < 0) or not np.all(np.isfinite(wn)):
+        raise ValueError("`weights` must be finite and >= 0")
+    if np.any(np.sum(wn, axis=-1) <= 0):
+        raise ValueError("`weights` are zero for every point (of some target): nothing to fit")
+    used = wn > 0
+    bad_rows = (~np.isfinite(np.where(used, yn, 0.0))).reshape(-1, n_points).any(axis=0)
+    if bad_rows.any():
+        raise ValueError(f"`y` has a non-finite value at a point with positive weight (row {int(np.argmax(bad_rows))})")
+    if log_residuals and np.any(yn[used] <= 0):
+        raise ValueError(
+            "`y` must be > 0 where weights are positive when log_residuals=True; "
+            "fit proxy losses or accuracies with log_residuals=False"
+        )
+    return y, w
+
+
+def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
+    """Warn when the data cannot determine the law: fewer points than free parameters, or too few model sizes."""
+    n_params = n_free_parameters(law)
+    n_used = int(np.min(np.sum(np.asarray(W) > 0, axis=-1)))
+    if n_used < n_params:
+        warnings.warn(
+            f"fitting {n_params} free parameters to {n_used} points: the law is not identifiable from these data; "
+            "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
+            stacklevel=3,
+        )
+    _warn_sizes(law, arrays, W)
+
+
+def _warn_sizes(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
+    """Warn when the design cannot support extrapolation in model size: one size, or fewer distinct sizes than
+    the parameters that describe the size dependence (the law's `size_parameters()`)."""
+    spec = law.size_parameters() if hasattr(law, "size_parameters") else None
+    if spec is None:
+        return
+    position, n_size_params = spec
+    sizes = np.asarray(arrays[position])
+    n_sizes = min(len(np.unique(sizes[row > 0])) for row in np.asarray(W).reshape(-1, sizes.shape[0]))
+    if n_sizes == 1:
+        warnings.warn(
+            f"the data hold one model size (inputs[{position}]): nothing determines how the loss changes with "
+            "size, so the size exponents and the floor C are arbitrary and predictions at other sizes meaningless",
+            stacklevel=4,
+        )
+    elif n_sizes < n_size_params:
+        warnings.warn(
+            f"the data hold {n_sizes} distinct model sizes for {n_size_params} parameters of the size dependence: "
+            "the floor and the size exponents are not determined (see `FitResult.identifiability()`); "
+            "extrapolation in size is unreliable",
+            stacklevel=4,
+        )

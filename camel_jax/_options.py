@@ -1,0 +1,96 @@
+"""How a law is fitted, in one typed value, and how each start ended, as a named status.
+
+`FitOptions` is shared by every entry point that fits (`fit`, `fit_arrays`, `bootstrap`, `fit_benchmarks`,
+`fit_pipeline`, `extrapolation_error`, ...): it is hashable, so equal options reuse one compiled program, and it is
+checked when it is built, before any compute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from jaxtyping import Array
+
+
+class Status(enum.IntEnum):
+    """How one start (one lane of the vmapped solver) ended."""
+
+    RUNNING = 0
+    CONVERGED = 1  # gradient inf-norm <= tol, or two accepted steps in a row with relative decrease <= tol
+    STALLED = 2  # no decrease even along a tiny steepest-descent step: optimal to working precision
+    NONFINITE = 3  # the start (or every trial from it) was not finite
+    MAX_STEPS = 4  # the step cap ended it
+
+    @property
+    def label(self) -> str:
+        """A lower-case label for reports ("max steps")."""
+        return self.name.lower().replace("_", " ").replace("nonfinite", "non-finite")
+
+    @property
+    def is_converged(self) -> bool:
+        return self in (Status.CONVERGED, Status.STALLED)
+
+
+def _integer(value: Any, name: str, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"`{name}` must be an integer; got {value!r}")
+    if value < least:
+        raise ValueError(f"`{name}` must be >= {least}; got {value}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FitOptions:
+    """The objective and the solver of a fit.
+
+    **Objective**: `sum_p w_p huber(res_p, delta)` (divided by `sum_p w_p` when `reduction="mean"`), plus
+    `penalty(law)` if given, where `res_p = log pred_p - log y_p` when `log_residuals` (the default) and
+    `pred_p - y_p` otherwise.
+
+    **Solver**: multi-start L-BFGS (`_lbfgs`), at most `max_steps` objective evaluations per start, stopping at a
+    relative decrease or gradient inf-norm of `tol` (None: 1e-10 in float64, 1e-6 in float32); then at most
+    `polish` damped-Newton steps on the best start of each target (`_newton`; 0 turns the polish off). With
+    `prescreen`, the objective is evaluated once at every start and only the best `prescreen` are optimized.
+
+    Build variants with `dataclasses.replace(options, max_steps=5000)` or `options.replace(max_steps=5000)`.
+    """
+
+    max_steps: int = 1000
+    tol: float | None = None
+    polish: int = 50
+    delta: float = 1e-3
+    log_residuals: bool = True
+    reduction: str = "sum"
+    penalty: Callable[[Any], Array] | None = None
+    prescreen: int | None = None
+
+    def __post_init__(self) -> None:
+        _integer(self.max_steps, "max_steps", 1)
+        _integer(self.polish, "polish", 0)
+        if self.prescreen is not None:
+            _integer(self.prescreen, "prescreen", 1)
+        tol = self.tol
+        if tol is not None and not (isinstance(tol, (int, float)) and np.isfinite(tol) and tol > 0):
+            raise ValueError(f"`tol` must be a finite number > 0 (or None for the default); got {tol!r}")
+        delta = self.delta
+        if isinstance(delta, bool) or not (isinstance(delta, (int, float)) and np.isfinite(delta) and delta > 0):
+            raise ValueError(f"`delta` must be a finite number > 0; got {delta!r}")
+        if not isinstance(self.log_residuals, bool):
+            raise TypeError(f"`log_residuals` must be True or False; got {self.log_residuals!r}")
+        if self.reduction not in ("sum", "mean"):
+            raise ValueError(f"`reduction` must be 'sum' or 'mean'; got {self.reduction!r}")
+        if self.penalty is not None and not callable(self.penalty):
+            raise TypeError(f"`penalty` must be a callable penalty(law) -> scalar; got {self.penalty!r}")
+
+    def replace(self, **changes: Any) -> FitOptions:
+        """A copy with some fields changed (checked like the original)."""
+        return dataclasses.replace(self, **changes)
+
+    def tolerance(self, dtype: Any) -> float:
+        """`tol`, or the default for the data's precision: 1e-10 in float64, 1e-6 in float32."""
+        if self.tol is not None:
+            return float(self.tol)
+        return 1e-10 if np.dtype(dtype) == np.float64 else 1e-6
