@@ -59,16 +59,6 @@ class AbstractLaw(eqx.Module):
         return None
 
 
-def sodm_structure(law: Any) -> dict[str, Any]:
-    """The structure of either SODM law (additive or joint): datasets, tokens input and reference scales."""
-    return {
-        "n_datasets": law.log_C.shape[-1],
-        "tokens": law.tokens,
-        "size_scale": law.size_scale,
-        "tokens_scale": law.tokens_scale,
-    }
-
-
 def n_free_parameters(law: eqx.Module) -> int:
     """Number of free scalars of one (unbatched) law: the total size of its array leaves."""
     return int(sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(eqx.filter(law, eqx.is_array))))

@@ -9,16 +9,17 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import (
-    AbstractLaw,
-    as_leaves,
-    count,
-    log_uniform,
-    positive_inverse,
-    positive_number,
-    safe_pow,
-    sodm_structure,
-)
+from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, positive_number, safe_pow
+
+
+def sodm_structure(law: Any) -> dict[str, Any]:
+    """The structure of either SODM law (additive or joint): datasets, tokens input and reference scales."""
+    return {
+        "n_datasets": law.log_C.shape[-1],
+        "tokens": law.tokens,
+        "size_scale": law.size_scale,
+        "tokens_scale": law.tokens_scale,
+    }
 
 
 class SODMAdditive(AbstractLaw):

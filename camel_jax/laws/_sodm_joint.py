@@ -9,16 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import (
-    AbstractLaw,
-    as_leaves,
-    count,
-    log_uniform,
-    positive_inverse,
-    positive_number,
-    safe_pow,
-    sodm_structure,
-)
+from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, positive_number, safe_pow
+from ._sodm_additive import sodm_structure
 
 
 class SODMJoint(AbstractLaw):
