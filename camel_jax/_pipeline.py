@@ -166,7 +166,7 @@ def fit_benchmark_laws(
     W = None if weights is None else jnp.broadcast_to(jnp.asarray(weights, dtype=Y.dtype), Y.shape)
     template = LossToBenchmark.sample_init(key, n_losses=L.shape[1], monotone=monotone)
     result = fit(template, (L,), Y, key=key, restarts=restarts, weights=W, options=options)
-    laws = {b: jax.tree.map(lambda leaf, i=i: leaf[i], result.law) for i, b in enumerate(names)}
+    laws = _rows(result.law, names)
     return BenchmarkFits(laws=laws, result=result, proxy={b: laws[b].proxy_loss(L) for b in names})
 
 
@@ -233,7 +233,7 @@ def fit_pipeline(
         inits=warm,
         options=options,
     )  # rows benchmark-major: the same resamples for every benchmark
-    batched = {b: jax.tree.map(lambda leaf, i=i: leaf[i * B : (i + 1) * B], boot.law) for i, b in enumerate(names)}
+    batched = _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
     bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (B,) + leaf.shape), benchmarks.laws[b]) for b in names}
     return PipelineFit(
         pipeline=pipeline, pipelines=Pipeline(batched, bench, weights), loss_fit=loss_fit, resamples=counts
@@ -241,5 +241,5 @@ def fit_pipeline(
 
 
 def _rows(batched: Any, names: Sequence[str]) -> dict[str, Any]:
-    """{name: the i-th law} of a law batched over len(names) targets."""
+    """{name: the i-th law} of a law batched over len(names) targets (its leading axis)."""
     return {b: jax.tree.map(lambda leaf, i=i: leaf[i], batched) for i, b in enumerate(names)}
