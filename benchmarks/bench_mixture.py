@@ -55,11 +55,11 @@ def main() -> None:
     for name, weights in cj.OBJECTIVES.items():
         pipe = batched_pipeline(weights, args.resamples)
         t0 = time.perf_counter()
-        result = cj.optimal_mixture(pipe, 5, key=jax.random.key(0), model_size=20.0, rerestarts=args.starts)
+        result = cj.optimal_mixture(pipe, 5, key=jax.random.key(0), model_size=20.0, restarts=args.starts)
         jax.block_until_ready(result.r)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        result = cj.optimal_mixture(pipe, 5, key=jax.random.key(1), model_size=20.0, rerestarts=args.starts)
+        result = cj.optimal_mixture(pipe, 5, key=jax.random.key(1), model_size=20.0, restarts=args.starts)
         jax.block_until_ready(result.r)
         run = time.perf_counter() - t0
         total_first += first
