@@ -93,37 +93,64 @@ class DMLNested(eqx.Module):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Predictions at the rows of size `test_size` for each mask: ([R, Q], n_skipped [R])."""
         size = np.asarray(data.size)
-        groups = _mixture_ids(data)
-        ids = np.unique(groups)
-        R, G = masks.shape[0], len(ids)
-        member = groups[None, :] == ids[:, None]  # [G, P]
-        W = (masks[:, None, :] * member[None, :, :]).reshape(R * G, -1)  # one power law per (repeat, mixture)
-        n_sizes = np.array([len(np.unique(size[w > 0])) for w in W])
-        usable = n_sizes >= 3
-        W_fit = np.where(usable[:, None], W, member[np.tile(np.arange(G), R)])  # skipped targets: any valid rows
+        Y = np.broadcast_to(np.asarray(data.y), masks.shape)
+        laws, skipped = self.fit_nested(np.asarray(data.r), size, _mixture_ids(data), Y, masks, test_size, key)
+        r_test = jnp.asarray(np.asarray(data.r)[np.isclose(size, test_size)])
+        return np.asarray(jax.vmap(lambda law: law(r_test))(laws)), skipped
+
+    def fit_nested(
+        self,
+        r: np.ndarray,
+        size: np.ndarray,
+        groups: np.ndarray,
+        Y: np.ndarray,
+        masks: np.ndarray,
+        target_size: float,
+        key: Array,
+    ) -> tuple[DML, np.ndarray]:
+        """One DML law at `target_size` per row of targets Y [T, P] and 0/1 `masks` [T, P] over runs with
+        mixtures r [P, n], sizes [P] and mixture ids `groups` [P]: (DML laws batched [T], n_skipped [T])."""
+        ids, grid_sizes, rows = _grid(groups, size)
+        T, G = masks.shape[0], len(ids)
+        # one power law per (target, mixture) on the mixture's own rows: rows [G, S] index the runs (-1: none)
+        present = rows >= 0
+        W = np.where(present[None], masks[:, np.maximum(rows, 0)], 0.0).reshape(T * G, -1)
+        usable = (W > 0).sum(axis=1) >= 3
+        W_fit = np.where(usable[:, None], W, np.tile(present, (T, 1)))  # skipped targets: any valid rows
         k_size, k_mix = jax.random.split(key)
         template = PowerLaw.sample_init(k_size, scale=float(np.median(size)))
-        Y = np.broadcast_to(np.asarray(data.y), W.shape)
-        power = fit(template, (size,), Y, weights=W_fit, key=k_size, restarts=self.restarts, options=self.options)
-        at_target = np.asarray(jax.vmap(lambda law: law(jnp.full(1, test_size)))(power.law))[:, 0].reshape(R, G)
-        usable = usable.reshape(R, G)
-        r_groups = np.asarray(data.r)[np.argmax(member, axis=1)]  # [G, n]
-        n = r_groups.shape[1]
-        dml = DML.sample_init(k_mix, n_datasets=n, n_domains=self.n_domains or n)
+        Y_fit = np.where(present[None], np.asarray(Y)[:, np.maximum(rows, 0)], 1.0).reshape(T * G, -1)
+        power = fit(template, (grid_sizes,), Y_fit, weights=W_fit, key=k_size, restarts=self.restarts,
+                    options=self.options)  # fmt: skip
+        at_target = np.asarray(jax.vmap(lambda law: law(jnp.full(1, target_size)))(power.law))[:, 0].reshape(T, G)
+        usable = usable.reshape(T, G)
+        r_groups = r[np.argmax(groups[None, :] == ids[:, None], axis=1)]  # [G, n]
+        dml = DML.sample_init(k_mix, n_datasets=r.shape[1], n_domains=self.n_domains or r.shape[1])
         y_dml = np.where(usable, at_target, 1.0)
+        weights = np.where(usable.any(axis=1, keepdims=True), usable, 1.0)  # nothing usable: a flat law, all skipped
         mixture_fit = fit(
             dml,
             (jnp.asarray(r_groups),),
             y_dml,
-            weights=usable.astype(float),
+            weights=weights,
             key=k_mix,
             restarts=self.restarts,
             options=self.options,
         )
-        test = np.flatnonzero(np.isclose(size, test_size))
-        r_test = jnp.asarray(np.asarray(data.r)[test])
-        pred = np.asarray(jax.vmap(lambda law: law(r_test))(mixture_fit.law))
-        return pred, (~usable).sum(axis=1)
+        return mixture_fit.law, (~usable).sum(axis=1)
+
+
+def _grid(groups: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mixture ids [G], sizes [S], rows [G, S]: the row of each (mixture, size), -1 where none). Repeated runs of
+    one mixture at one size are a `ValueError` (average them first)."""
+    ids, g = np.unique(groups, return_inverse=True)
+    sizes, s = np.unique(size, return_inverse=True)
+    rows = np.full((len(ids), len(sizes)), -1)
+    flat = g.ravel() * len(sizes) + s.ravel()
+    if len(np.unique(flat)) < len(flat):
+        raise ValueError("the nested DML baseline needs at most one run per (mixture, size); average repeats first")
+    rows.reshape(-1)[flat] = np.arange(len(flat))
+    return ids, sizes, rows
 
 
 def _mixture_ids(data: MixtureData) -> np.ndarray:

@@ -1,0 +1,393 @@
+"""Does the pick win? Each method's recommended mixture, scored by the true objective of a simulated world.
+
+The paper's question (Li, Gu & Zhang 2026, Figure 1 and Tables 1-2) asked of a world whose truth is known: train
+the small runs a design and a FLOPs budget allow, fit, choose the mixture for the target size, and measure the
+regret (true optimum minus the true value of the pick) and the capture (the share of the achievable gain over the
+reference mixture). Repeats draw fresh run noise and fresh runs; every (budget, repeat) of one method is a row of
+one multi-target fit (0/1 weight masks over one table of runs, as `extrapolation_error` does), so a method
+compiles once whatever the number of repeats and budgets, and every method sees the same noise and masks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jaxtyping import Array, ArrayLike
+
+from ._design import STRATEGIES, perturbed_mixtures, sample_design
+from ._evaluate import DMLNested
+from ._fit import fit
+from ._optimize import _bounds, check_model_size, optimal_mixture
+from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
+from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
+from .laws import CAMEL, SODMAdditive
+from .laws._base import count
+
+BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed")
+BACKTEST_COLUMNS = (
+    "world", "method", "strategy", "budget", "repeat", "n_runs", "flops", "regret", "capture", "true_value",
+    "predicted_value", "low", "high", "covered",
+)  # fmt: skip
+
+
+class _AtTarget(eqx.Module):
+    """A law of the mixture alone (nested DML, already at the target size) as a law of (r, M)."""
+
+    law: Any
+
+    def __call__(self, r: Array, size: Array) -> Array:
+        return self.law(r)
+
+    def structure(self) -> dict[str, Any]:
+        return self.law.structure()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Design:
+    """The repeats' runs: mixtures r [P, n], sizes [P], FLOPs [P], noisy losses [R, P, V] and accuracies
+    [R, P, B], and the 0/1 training masks {strategy: [nb, R, P]} under each budget."""
+
+    r: np.ndarray
+    size: np.ndarray
+    flops: np.ndarray
+    losses: np.ndarray
+    accuracies: np.ndarray
+    masks: dict[str, np.ndarray]
+    budgets: np.ndarray
+    columns: list[str]
+
+    def frame(self, repeat: int, mask: np.ndarray) -> pd.DataFrame:
+        """The training runs one (repeat, mask) sees, as a runs table (for user callables)."""
+        table = pd.DataFrame(self.r, columns=self.columns)
+        table["size"], table["flops"] = self.size, self.flops
+        return table.assign(**{f"acc_{j}": self.accuracies[repeat, :, j] for j in range(self.accuracies.shape[2])})[
+            mask > 0
+        ].reset_index(drop=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """Everything a method needs: the design, the objective's benchmarks and weights, the bounds and the keys."""
+
+    world: World
+    design: _Design
+    names: list[str]
+    weights: dict[str, float]
+    target_size: float
+    region: dict[str, Any]
+    reference: np.ndarray
+    restarts: int
+    key: Array
+
+
+def backtest(
+    world: World,
+    methods: Sequence[str | Callable[..., ArrayLike]] | Mapping[str, str | Callable[..., ArrayLike]] = BACKTEST_METHODS,
+    *,
+    key: Array,
+    objective: str | Mapping[str, float] = "balanced",
+    target_size: float = 20.0,
+    train_sizes: Sequence[float] = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0),
+    reference: ArrayLike | None = None,
+    mixtures: ArrayLike | None = None,
+    budgets: Sequence[float | None] | None = None,
+    strategy: str | Mapping[str, str] = "rectangle",
+    repeats: int = 10,
+    noise: float = 0.002,
+    max_shift: float | None = None,
+    restarts: int = 4,
+    name: str | None = None,
+) -> pd.DataFrame:
+    """Backtest mixture-choosing methods on a world whose true objective is known.
+
+    **Arguments**:
+    - `methods`: names from `BACKTEST_METHODS` or callables, as a sequence or as {label: method}. `"camel"` (tied
+      CAMEL, k=3), `"camel-free"` (free profiles), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper
+      runs it) fit the end-to-end pipeline and optimize it at `target_size`; `"size-agnostic"` optimizes the tied CAMEL
+      pipeline at the largest trained size instead; `"best-observed"` picks the trained mixture with the best
+      observed objective at the largest trained size (no law). A callable is called as
+      `method(runs, objective=weights, target_size=..., key=...)` with the training runs it may see (a DataFrame
+      with the mixture columns `r_<dataset>`, `size`, `flops` and `acc_<benchmark>`) and returns a mixture [n].
+    - `objective`: a name of `OBJECTIVES` or {benchmark: weight}. `target_size`: the size to choose for.
+    - The runs: `mixtures` (default: `perturbed_mixtures(reference, 0.2)`, the paper's 11) at `train_sizes`, with
+      relative `noise` (the world's heteroscedastic scale applies) drawn afresh for every repeat.
+      `reference` defaults to the paper's `REFERENCE` (5 datasets) or the uniform mixture.
+    - `budgets`: FLOPs budgets (None: every run); for each, `strategy` (a name of `STRATEGIES`, or
+      {method label: strategy}, e.g. hourglass for CAMEL and rectangle for the baselines) chooses the runs.
+      Methods with the same strategy see the same runs in each repeat.
+    - `max_shift`: search within reference (1 +- max_shift) instead of the whole simplex (the truth too).
+    - `restarts`: of every fit. `name`: the `world` column (default: the world's family).
+
+    **Returns**: one row per (method, budget, repeat), columns `BACKTEST_COLUMNS` then the pick `r_<dataset>`:
+    `regret` = true optimum - true value of the pick (accuracy units, >= 0 up to the optimizer's tolerance),
+    `capture` = (true value of the pick - that of the reference) / (optimum - reference), `predicted_value` the
+    method's own estimate of its pick (NaN for callables and size-agnostic). Where a method cannot fit its law
+    (nested DML with no mixture trained at 3 sizes) it keeps the reference. `low`, `high` and `covered` are NaN:
+    an uncertainty band of the pick's value is not part of this protocol yet.
+    """
+    setup, labelled = _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures,
+                             budgets, strategy, repeats, noise, max_shift, restarts)  # fmt: skip
+    true_f = world.true_objective(setup.target_size, setup.weights)
+    truth = optimal_mixture(true_f, world.n_datasets, key=jax.random.fold_in(key, 1), restarts=32, **setup.region)
+    ref_value = float(true_f(jnp.asarray(setup.reference)))
+    frames = []
+    cache: dict[tuple[str, str], Any] = {}
+    for label, (method, strat) in labelled.items():
+        with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
+            warnings.filterwarnings("ignore", message="(fitting .* free parameters|the data hold|the best fit explains)")
+            picks, predicted = _run_method(method, setup, strat, cache)
+        true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
+        frames.append(_rows_of(setup, label, strat, picks, predicted, true_values, float(truth.value), ref_value, name))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures, budgets, strategy,
+           repeats, noise, max_shift, restarts) -> tuple[_Setup, dict[str, tuple[Any, str]]]:  # fmt: skip
+    """Checks every argument (before any compute) and builds the design."""
+    if not isinstance(world, World):
+        raise TypeError(f"`world` must be a camel_jax.simulate.World; got {type(world).__name__}")
+    weights = _objective_weights(objective, world)
+    labelled = _labelled(methods, strategy)
+    count(repeats, "repeats")
+    count(restarts, "restarts")
+    size = check_model_size(target_size, "target_size")
+    ref = _reference(world, reference)
+    rows = perturbed_mixtures(ref, 0.2) if mixtures is None else np.asarray(mixtures, dtype=float)
+    if rows.ndim != 2 or rows.shape[1] != world.n_datasets or np.any(rows < 0):
+        raise ValueError(f"`mixtures` must be [P, {world.n_datasets}] non-negative rows; got shape {rows.shape}")
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"`noise` must be finite and >= 0; got {noise!r}")
+    lo, hi = _bounds(world.n_datasets, None, None, None if max_shift is None else ref, max_shift)
+    region = {} if max_shift is None else {"reference": ref, "max_shift": max_shift}
+    del lo, hi  # checked: infeasible regions raise here
+    budget_list = [None] if budgets is None else list(budgets)
+    for b in budget_list:
+        if b is not None and not (np.isfinite(b) and b > 0):
+            raise ValueError(f"`budgets` must be FLOPs > 0 (or None for every run); got {b!r}")
+    strategies = sorted({s for _, s in labelled.values()})
+    design = _design(world, rows, train_sizes, budget_list, strategies, repeats, noise, jax.random.fold_in(key, 0))
+    names = [b for b in weights if weights[b] != 0]
+    setup = _Setup(world, design, names, {b: weights[b] for b in names}, size, region, ref, restarts, key)
+    return setup, labelled
+
+
+def _reference(world: World, reference: ArrayLike | None) -> np.ndarray:
+    n = world.n_datasets
+    if reference is None:
+        return np.asarray(REFERENCE) if n == len(REFERENCE) else np.full(n, 1.0 / n)
+    ref = np.asarray(reference, dtype=float)
+    if ref.shape != (n,) or np.any(ref < 0) or abs(ref.sum() - 1) > 1e-9:
+        raise ValueError(f"`reference` must be a mixture of {n} datasets (>= 0, summing to 1); got {ref}")
+    return ref
+
+
+def _objective_weights(objective: str | Mapping[str, float], world: World) -> dict[str, float]:
+    if isinstance(objective, str):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of {sorted(OBJECTIVES)} or give weights")
+        return dict(OBJECTIVES[objective])
+    weights = {b: float(w) for b, w in objective.items()}
+    unknown = [b for b in weights if b not in world.benchmarks]
+    if unknown:
+        raise ValueError(f"objective weights name benchmarks {unknown} the world lacks; it has {world.benchmarks}")
+    return weights
+
+
+def _labelled(methods: Any, strategy: str | Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    """{label: (method, strategy)} with every name and strategy checked."""
+    items = list(methods.items()) if isinstance(methods, Mapping) else [(_label(m), m) for m in methods]
+    if not items:
+        raise ValueError("`methods` is empty")
+    out = {}
+    for label, method in items:
+        if isinstance(method, str) and method not in BACKTEST_METHODS:
+            raise ValueError(f"unknown method {method!r}; choose from {BACKTEST_METHODS} or pass a callable")
+        if not (isinstance(method, str) or callable(method)):
+            raise TypeError(f"method {label!r} must be a method name or a callable; got {type(method).__name__}")
+        strat = strategy.get(label, "rectangle") if isinstance(strategy, Mapping) else strategy
+        if strat not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strat!r} for method {label!r}; choose one of {STRATEGIES}")
+        out[label] = (method, strat)
+    return out
+
+
+def _label(method: Any) -> str:
+    return method if isinstance(method, str) else getattr(method, "__name__", type(method).__name__)
+
+
+def _design(world, mixtures, train_sizes, budgets, strategies, repeats, noise, key) -> _Design:
+    """Noisy runs for every repeat and the training masks of every (strategy, budget, repeat)."""
+    sizes = np.asarray(train_sizes, dtype=float)
+    k_noise, k_mask = jax.random.split(key)
+    tables = [
+        world.runs(mixtures, sizes, noise=noise, key=jax.random.fold_in(k_noise, i), tokens=COOLDOWN_TOKENS)
+        for i in range(repeats)
+    ]
+    first = tables[0]
+    losses = np.stack([t[[f"loss_{v}" for v in world.validation_sets]].to_numpy() for t in tables])
+    accuracies = np.stack([t[[f"acc_{b}" for b in world.benchmarks]].to_numpy() for t in tables])
+    runs = first[["size", "flops"]]
+    masks = {}
+    for s in strategies:
+        masks[s] = np.stack(
+            [
+                np.stack(
+                    [
+                        np.ones(len(runs)) if b is None else sample_design(s, runs, b, jax.random.fold_in(k_mask, i))
+                        for i in range(repeats)
+                    ]
+                )
+                for b in budgets
+            ]
+        ).astype(float)
+    total = float(first["flops"].sum())
+    budget_arr = np.array([total if b is None else float(b) for b in budgets])
+    columns = [f"r_{d}" for d in world.datasets]
+    r = first[columns].to_numpy()
+    return _Design(r, first["size"].to_numpy(), first["flops"].to_numpy(), losses, accuracies, masks, budget_arr,
+                   columns)  # fmt: skip
+
+
+def _run_method(method: Any, setup: _Setup, strategy: str, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(picks [nb * R, n], predicted values [nb * R]) of one method, rows budget-major."""
+    masks = setup.design.masks[strategy]  # [nb, R, P]
+    if callable(method):
+        return _callable_picks(method, setup, masks)
+    if method == "best-observed":
+        return _best_observed(setup, masks)
+    law = "camel" if method == "size-agnostic" else method
+    if ("benchmarks", strategy) not in cache:
+        cache[("benchmarks", strategy)] = _benchmark_laws(setup, masks)
+    if (law, strategy) not in cache:
+        cache[(law, strategy)] = _fit_pipelines(law, setup, masks, cache[("benchmarks", strategy)])
+    pipelines, unfit = cache[(law, strategy)]
+    size = float(np.max(setup.design.size)) if method == "size-agnostic" else setup.target_size
+    key = jax.random.fold_in(setup.key, 3)
+    best = optimal_mixture(pipelines, setup.world.n_datasets, key=key, model_size=size, **setup.region)
+    picks, values = np.array(best.r), np.array(best.value)
+    picks[unfit], values[unfit] = setup.reference, np.nan  # no law could be fitted: keep the reference
+    if method == "size-agnostic":  # its own prediction is for the size it optimized, not the target
+        return picks, np.full(len(picks), np.nan)
+    return picks, values
+
+
+def _benchmark_laws(setup: _Setup, masks: np.ndarray) -> tuple[Any, np.ndarray]:
+    """Loss-to-benchmark laws per (budget, repeat, benchmark), batched [nb, R, B], and their proxy losses
+    [nb, R, B, P]; one fit per repeat (its own noisy losses), every budget and benchmark a target."""
+    d = setup.design
+    nb, R, P = masks.shape
+    index = [setup.world.benchmarks.index(b) for b in setup.names]
+    B = len(index)
+    laws, proxies = [], []
+    for i in range(R):
+        Y = np.tile(d.accuracies[i][:, index].T, (nb, 1))  # budget-major: row j * B + b
+        W = np.repeat(masks[:, i, :], B, axis=0)
+        names = [f"{j}/{b}" for j in range(nb) for b in setup.names]
+        fits = fit_benchmark_laws(d.losses[i], Y, W, names=names, key=jax.random.fold_in(setup.key, 2),
+                                  restarts=setup.restarts)  # fmt: skip
+        laws.append(fits.result.law)
+        proxies.append(np.asarray(jax.vmap(lambda law, L=d.losses[i]: law.proxy_loss(jnp.asarray(L)))(fits.result.law)))
+
+    def by_budget(*leaves: Array) -> Array:  # [R, nb * B, ...] -> [nb, R, B, ...]
+        return jnp.swapaxes(jnp.stack(leaves).reshape((R, nb, B) + leaves[0].shape[1:]), 0, 1)
+
+    stacked = jax.tree.map(by_budget, *laws)
+    proxy = np.swapaxes(np.stack(proxies).reshape(R, nb, B, P), 0, 1)
+    return stacked, proxy
+
+
+def _fit_pipelines(
+    law: str, setup: _Setup, masks: np.ndarray, benchmarks: tuple[Any, np.ndarray]
+) -> tuple[Pipeline, np.ndarray]:
+    """The end-to-end pipelines of one mixture law, batched over (budget, repeat) [nb * R], and which of them
+    could not be fitted [nb * R] (nested DML without a mixture trained at 3 sizes)."""
+    bench, proxy = benchmarks
+    nb, R, P = masks.shape
+    B = len(setup.names)
+    Y = proxy.reshape(nb * R * B, P)
+    W = np.repeat(masks.reshape(nb * R, P), B, axis=0)
+    d = setup.design
+    k = jax.random.fold_in(setup.key, 4)
+    if law == "dml":
+        groups = np.unique(np.round(d.r, 12), axis=0, return_inverse=True)[1].ravel()
+        nested = DMLNested(n_domains=1, restarts=setup.restarts, options=PROXY_OPTIONS)
+        nested_laws, skipped = nested.fit_nested(d.r, d.size, groups, Y, W, setup.target_size, k)
+        fitted = _AtTarget(nested_laws)
+        unfit = (skipped == len(np.unique(groups))).reshape(nb * R, B).any(axis=1)
+    else:
+        fitted = fit(_template(law, d.r.shape[1], k), (d.r, d.size), Y, weights=W, key=k, restarts=setup.restarts,
+                     options=PROXY_OPTIONS).law  # fmt: skip
+        unfit = np.zeros(nb * R, bool)
+    per_target = jax.tree.map(lambda leaf: leaf.reshape((nb * R, B) + leaf.shape[1:]), fitted)
+    loss_laws = _rows(jax.tree.map(lambda leaf: jnp.moveaxis(leaf, 1, 0), per_target), setup.names)
+    bench_flat = jax.tree.map(lambda leaf: jnp.moveaxis(leaf.reshape((nb * R, B) + leaf.shape[3:]), 1, 0), bench)
+    return Pipeline(loss_laws, _rows(bench_flat, setup.names), setup.weights), unfit
+
+
+def _template(law: str, n: int, key: Array) -> Any:
+    if law == "sodm":
+        return SODMAdditive.sample_init(key, n_datasets=n, tokens=False, size_scale=10.0)
+    return CAMEL.sample_init(key, n_datasets=n, n_domains=3, tied=law == "camel", capacity_exponent=3.0)
+
+
+def _best_observed(setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The trained mixture with the best observed objective at the largest size trained in each mask."""
+    d = setup.design
+    index = [setup.world.benchmarks.index(b) for b in setup.names]
+    w = np.array([setup.weights[b] for b in setup.names])
+    observed = d.accuracies[:, :, index] @ w  # [R, P]
+    picks, values = [], []
+    for j in range(masks.shape[0]):
+        for i in range(masks.shape[1]):
+            trained = masks[j, i] > 0
+            top = trained & (d.size == d.size[trained].max())
+            row = np.flatnonzero(top)[np.argmax(observed[i, top])]
+            picks.append(d.r[row])
+            values.append(observed[i, row])
+    return np.array(picks), np.array(values)
+
+
+def _callable_picks(method: Callable, setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    picks = []
+    for j in range(masks.shape[0]):
+        for i in range(masks.shape[1]):
+            runs = setup.design.frame(i, masks[j, i])
+            key = jax.random.fold_in(setup.key, 1000 + j * masks.shape[1] + i)
+            r = np.asarray(method(runs, objective=dict(setup.weights), target_size=setup.target_size, key=key), float)
+            if r.shape != (setup.world.n_datasets,) or np.any(r < -1e-9) or abs(r.sum() - 1) > 1e-6:
+                raise ValueError(f"method {_label(method)!r} returned {r}: not a mixture of {setup.world.n_datasets}")
+            picks.append(r)
+    return np.array(picks), np.full(len(picks), np.nan)
+
+
+def _rows_of(setup, label, strategy, picks, predicted, true_values, optimum, ref_value, name) -> pd.DataFrame:
+    d = setup.design
+    nb, R, _ = d.masks[strategy].shape
+    masks = d.masks[strategy].reshape(nb * R, -1)
+    gap = optimum - ref_value
+    table = {
+        "world": name if name is not None else setup.world.family,
+        "method": label,
+        "strategy": strategy,
+        "budget": np.repeat(d.budgets, R),
+        "repeat": np.tile(np.arange(R), nb),
+        "n_runs": masks.sum(axis=1).astype(int),
+        "flops": masks @ d.flops,
+        "regret": optimum - true_values,
+        "capture": (true_values - ref_value) / gap if gap > 0 else np.nan,
+        "true_value": true_values,
+        "predicted_value": predicted,
+        "low": np.nan,
+        "high": np.nan,
+        "covered": np.nan,
+    }
+    table |= {c: picks[:, j] for j, c in enumerate(d.columns)}
+    return pd.DataFrame(table)
