@@ -37,6 +37,9 @@ BACKTEST_COLUMNS = (
     "predicted_value", "low", "high", "covered",
 )  # fmt: skip
 
+# the design warnings of `fit` that small budgets trigger by design (few runs, few sizes, a poor fit)
+_DESIGN_WARNINGS = "(fitting .* free parameters|the data hold|the best fit explains)"
+
 
 class _AtTarget(eqx.Module):
     """A law of the mixture alone (nested DML, already at the target size) as a law of (r, M)."""
@@ -64,13 +67,12 @@ class _Design:
     budgets: np.ndarray
     columns: list[str]
 
-    def frame(self, repeat: int, mask: np.ndarray) -> pd.DataFrame:
+    def frame(self, repeat: int, mask: np.ndarray, benchmarks: Sequence[str]) -> pd.DataFrame:
         """The training runs one (repeat, mask) sees, as a runs table (for user callables)."""
         table = pd.DataFrame(self.r, columns=self.columns)
         table["size"], table["flops"] = self.size, self.flops
-        return table.assign(**{f"acc_{j}": self.accuracies[repeat, :, j] for j in range(self.accuracies.shape[2])})[
-            mask > 0
-        ].reset_index(drop=True)
+        accuracies = {f"acc_{b}": self.accuracies[repeat, :, j] for j, b in enumerate(benchmarks)}
+        return table.assign(**accuracies)[mask > 0].reset_index(drop=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +144,7 @@ def backtest(
     cache: dict[tuple[str, str], Any] = {}
     for label, (method, strat) in labelled.items():
         with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
-            warnings.filterwarnings("ignore", message="(fitting .* free parameters|the data hold|the best fit explains)")
+            warnings.filterwarnings("ignore", message=_DESIGN_WARNINGS)
             picks, predicted = _run_method(method, setup, strat, cache)
         true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
         frames.append(_rows_of(setup, label, strat, picks, predicted, true_values, float(truth.value), ref_value, name))
@@ -165,9 +167,8 @@ def _setup(world, methods, key, objective, target_size, train_sizes, reference, 
         raise ValueError(f"`mixtures` must be [P, {world.n_datasets}] non-negative rows; got shape {rows.shape}")
     if not (np.isfinite(noise) and noise >= 0):
         raise ValueError(f"`noise` must be finite and >= 0; got {noise!r}")
-    lo, hi = _bounds(world.n_datasets, None, None, None if max_shift is None else ref, max_shift)
+    _bounds(world.n_datasets, None, None, None if max_shift is None else ref, max_shift)  # infeasible: raises
     region = {} if max_shift is None else {"reference": ref, "max_shift": max_shift}
-    del lo, hi  # checked: infeasible regions raise here
     budget_list = [None] if budgets is None else list(budgets)
     for b in budget_list:
         if b is not None and not (np.isfinite(b) and b > 0):
@@ -359,7 +360,7 @@ def _callable_picks(method: Callable, setup: _Setup, masks: np.ndarray) -> tuple
     picks = []
     for j in range(masks.shape[0]):
         for i in range(masks.shape[1]):
-            runs = setup.design.frame(i, masks[j, i])
+            runs = setup.design.frame(i, masks[j, i], setup.world.benchmarks)
             key = jax.random.fold_in(setup.key, 1000 + j * masks.shape[1] + i)
             r = np.asarray(method(runs, objective=dict(setup.weights), target_size=setup.target_size, key=key), float)
             if r.shape != (setup.world.n_datasets,) or np.any(r < -1e-9) or abs(r.sum() - 1) > 1e-6:

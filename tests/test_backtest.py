@@ -112,6 +112,7 @@ def test_repeats_are_paired_and_budgets_respected():
     table = cj.backtest(world, {"a": a, "b": b}, key=jax.random.key(0), objective="math", repeats=2, budgets=budgets,
                         strategy="hourglass")  # fmt: skip
     assert len(a.seen) == len(b.seen) == 4
+    assert [c for c in a.seen[0].columns if c.startswith("acc_")] == [f"acc_{b}" for b in world.benchmarks]
     for x, y in zip(a.seen, b.seen):
         assert x.equals(y)  # same runs, same noise
     assert not a.seen[0].equals(a.seen[1])  # repeats differ (fresh noise and runs)
