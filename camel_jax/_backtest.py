@@ -23,7 +23,7 @@ import pandas as pd
 from jaxtyping import Array, ArrayLike
 
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
-from ._evaluate import DMLNested
+from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
 from ._optimize import _bounds, check_model_size, optimal_mixture
 from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
@@ -318,7 +318,7 @@ def _fit_pipelines(
     d = setup.design
     k = jax.random.fold_in(setup.key, 4)
     if law == "dml":
-        groups = np.unique(np.round(d.r, 12), axis=0, return_inverse=True)[1].ravel()
+        groups = identical_rows(d.r)
         nested = DMLNested(n_domains=1, restarts=setup.restarts, options=PROXY_OPTIONS)
         nested_laws, skipped = nested.fit_nested(d.r, d.size, groups, Y, W, setup.target_size, k)
         fitted = _AtTarget(nested_laws)

@@ -113,13 +113,13 @@ class DMLNested(eqx.Module):
         ids, grid_sizes, rows = _grid(groups, size)
         T, G = masks.shape[0], len(ids)
         # one power law per (target, mixture) on the mixture's own rows: rows [G, S] index the runs (-1: none)
-        present = rows >= 0
-        W = np.where(present[None], masks[:, np.maximum(rows, 0)], 0.0).reshape(T * G, -1)
+        present, index = rows >= 0, np.maximum(rows, 0)
+        W = np.where(present[None], masks[:, index], 0.0).reshape(T * G, -1)
         usable = (W > 0).sum(axis=1) >= 3
         W_fit = np.where(usable[:, None], W, np.tile(present, (T, 1)))  # skipped targets: any valid rows
         k_size, k_mix = jax.random.split(key)
         template = PowerLaw.sample_init(k_size, scale=float(np.median(size)))
-        Y_fit = np.where(present[None], np.asarray(Y)[:, np.maximum(rows, 0)], 1.0).reshape(T * G, -1)
+        Y_fit = np.where(present[None], np.asarray(Y)[:, index], 1.0).reshape(T * G, -1)
         power = fit(template, (grid_sizes,), Y_fit, weights=W_fit, key=k_size, restarts=self.restarts,
                     options=self.options)  # fmt: skip
         at_target = np.asarray(jax.vmap(lambda law: law(jnp.full(1, target_size)))(power.law))[:, 0].reshape(T, G)
@@ -154,9 +154,12 @@ def _grid(groups: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 
 def _mixture_ids(data: MixtureData) -> np.ndarray:
-    if data.group is not None:
-        return np.asarray(data.group)
-    return np.unique(np.round(np.asarray(data.r), 12), axis=0, return_inverse=True)[1].ravel()
+    return np.asarray(data.group) if data.group is not None else identical_rows(np.asarray(data.r))
+
+
+def identical_rows(r: np.ndarray) -> np.ndarray:
+    """One id per distinct mixture: rows of r [P, n] equal to 12 decimals share an id [P]."""
+    return np.unique(np.round(r, 12), axis=0, return_inverse=True)[1].ravel()
 
 
 def extrapolation_error(
