@@ -27,6 +27,10 @@ from ._fit import huber as huber
 from ._fit import objective as objective
 from ._io import BenchmarkData as BenchmarkData
 from ._io import MixtureData as MixtureData
+from ._observed import OBSERVED_COLUMNS as OBSERVED_COLUMNS
+from ._observed import OBSERVED_METHODS as OBSERVED_METHODS
+from ._observed import backtest_observed as backtest_observed
+from ._observed import spearman as spearman
 from ._optimize import MixtureResult as MixtureResult
 from ._optimize import optimal_mixture as optimal_mixture
 from ._optimize import project_capped_simplex as project_capped_simplex

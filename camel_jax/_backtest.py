@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from ._checks import DESIGN_WARNINGS
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
 from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
@@ -36,9 +37,6 @@ BACKTEST_COLUMNS = (
     "world", "method", "strategy", "budget", "repeat", "n_runs", "flops", "regret", "capture", "true_value",
     "predicted_value", "low", "high", "covered",
 )  # fmt: skip
-
-# the design warnings of `fit` that small budgets trigger by design (few runs, few sizes, a poor fit)
-_DESIGN_WARNINGS = "(fitting .* free parameters|the data hold|the best fit explains)"
 
 
 class _AtTarget(eqx.Module):
@@ -144,7 +142,7 @@ def backtest(
     cache: dict[tuple[str, str], Any] = {}
     for label, (method, strat) in labelled.items():
         with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
-            warnings.filterwarnings("ignore", message=_DESIGN_WARNINGS)
+            warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
             picks, predicted = _run_method(method, setup, strat, cache)
         true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
         frames.append(_rows_of(setup, label, strat, picks, predicted, true_values, float(truth.value), ref_value, name))

@@ -105,6 +105,11 @@ def check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_re
     return y, w
 
 
+# the messages of `warn_design` (and of `fit`'s poor-fit warning), for callers whose fits run on designs they chose
+# (bootstrap resamples, held-out folds, small backtest budgets) and who report the consequence themselves
+DESIGN_WARNINGS = "(fitting .* free parameters|the data hold|the best fit explains)"
+
+
 def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
     """Warn when the data cannot determine the law: fewer points than free parameters, or too few model sizes."""
     n_params = n_free_parameters(law)

@@ -51,3 +51,56 @@ def dmsl_shukor2025() -> pd.DataFrame:
 
 def mixinglaws_ye2024(name: str = "5Mix") -> pd.DataFrame:
     return pd.read_csv(path("mixinglaws_ye2024") / f"{name}_long.csv")
+
+
+# --- the real-data decision backtests (issue 13): (train runs, candidate runs, mixture columns, objectives) -----
+
+
+def dmsl_decision() -> tuple[pd.DataFrame, pd.DataFrame, list[str], dict[str, dict[str, float]]]:
+    """dmsl_shukor2025 at each run's largest token count: train on sizes <= 1.235B, choose among the four mixtures
+    trained at 2.718B. Objectives: each of the 7 SlimPajama validation losses, and their unweighted mean."""
+    df = dmsl_shukor2025()
+    mixture = [c for c in df.columns if c.startswith("weight_")]
+    last = df.loc[df.groupby(mixture + ["model_size"])["n_tokens"].idxmax()].reset_index(drop=True)
+    domains = [c.removeprefix("weight_") for c in mixture]
+    objectives = {d: {f"{d}_loss": 1.0} for d in domains} | {"mean": {f"{d}_loss": 1.0 for d in domains}}
+    big = last["model_size"] > 2e9
+    return last[~big], last[big], mixture, objectives
+
+
+def mixinglaws_decision() -> tuple[pd.DataFrame, pd.DataFrame, list[str], dict[str, dict[str, float]]]:
+    """mixinglaws_ye2024 5Mix at step 20k: train on 70M-410M (26 mixtures each), choose among the six 1B runs.
+    Objective: the validation loss weighted by the source's valid_weight.json (one `loss` column per run)."""
+    import json
+
+    df = mixinglaws_ye2024("5Mix")
+    weights = json.loads((path("mixinglaws_ye2024") / "valid_weight.json").read_text())
+    df = df[(df["step"].astype(str) == "20000") & (df["run_id"] < 900)]
+    df = df.assign(w=df["valid_domain"].map(weights))
+    keys = ["model_size_label", "nonembedding_params", "train_mixture"]
+    total = df.assign(wl=df["loss"] * df["w"]).groupby(keys)[["wl", "w"]].sum().reset_index()
+    total["loss"] = total["wl"] / total["w"]
+    r = np.array([[float(x) for x in m.split("-")] for m in total["train_mixture"]])
+    mixture = [f"r{j}" for j in range(r.shape[1])]
+    total = total.drop(columns=["wl", "w"]).assign(**{c: r[:, j] for j, c in enumerate(mixture)})
+    big = total["model_size_label"] == "1B"
+    return total[~big].reset_index(drop=True), total[big].reset_index(drop=True), mixture, {"weighted": {"loss": 1.0}}
+
+
+def regmix_decision() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[str], dict[str, dict[str, float]]]:
+    """regmix_liu2024: train on the 512 1M-parameter runs, rank the 256 held-out mixtures trained at 60M.
+    Returns (train, candidates at 60M, the same candidates at 1M, mixture columns, objectives); the objective is
+    the Pile-CC validation loss, the paper's target. The 60M token count is not stated: sizes are parameters."""
+    folder = path("regmix_liu2024")
+
+    def runs(mix: str, loss: str, size: float) -> pd.DataFrame:
+        table = pd.read_csv(folder / mix).merge(pd.read_csv(folder / loss), on="index")
+        table.columns = [c.removeprefix("train_the_pile_").removeprefix("metric/the_pile_") for c in table.columns]
+        return table.assign(size=size)
+
+    train = runs("train_mixture_1m.csv", "train_pile_loss_1m.csv", 1e6)
+    mixture = [c for c in pd.read_csv(folder / "train_mixture_1m.csv").columns if c != "index"]
+    mixture = [c.removeprefix("train_the_pile_") for c in mixture]
+    test_60m = runs("test_mixture_60m.csv", "test_pile_loss_60m.csv", 6e7)
+    test_1m = runs("test_mixture_1m.csv", "test_pile_loss_1m.csv", 1e6)
+    return train, test_60m, test_1m, mixture, {"pile_cc": {"pile_cc_val_loss": 1.0}}
