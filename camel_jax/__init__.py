@@ -9,6 +9,12 @@ from ._backtest import backtest as backtest
 from ._bootstrap import BootstrapResult as BootstrapResult
 from ._bootstrap import bootstrap as bootstrap
 from ._bootstrap import resample_weights as resample_weights
+from ._calibrate import Calibration as Calibration
+from ._calibrate import calibrate as calibrate
+from ._decide import VERDICTS as VERDICTS
+from ._decide import Decision as Decision
+from ._decide import decide as decide
+from ._decide import objective_draws as objective_draws
 from ._design import STRATEGIES as STRATEGIES
 from ._design import allocate as allocate
 from ._design import flops as flops

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax
@@ -18,6 +18,9 @@ from ._checks import check_inits, check_inputs, check_law_inputs, check_targets
 from ._fit import random_starts, resolve_options, solve_targets
 from ._options import FitOptions
 from .laws._base import count, n_free_parameters
+
+if TYPE_CHECKING:  # _calibrate builds on this module
+    from ._calibrate import Calibration
 
 
 def resample_weights(
@@ -103,11 +106,17 @@ class BootstrapResult(eqx.Module):
         arrays = tuple(jnp.asarray(x) for x in inputs)
         return jax.vmap(lambda law: law(*arrays))(self.laws)
 
-    def prediction_interval(self, *inputs: ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of the predictions across resamples: (low [P], high [P])."""
+    def prediction_interval(
+        self, *inputs: ArrayLike, level: float = 0.95, calibration: Calibration | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Band of the predictions across resamples: (low [P], high [P]). The percentile band, or with a
+        `calibration` (`cj.calibrate` on the same data) that band widened by the extrapolation error beyond the
+        largest trained size (`Calibration.widen`; unchanged inside the data)."""
         _check_level(level)
         pred = np.asarray(self.predict(*inputs))
         pred = pred[np.isfinite(np.asarray(self.objectives))]
+        if calibration is not None:
+            return calibration.widen(pred, inputs[calibration.size_index], level)
         low, high = np.percentile(pred, 100 * np.array([(1 - level) / 2, (1 + level) / 2]), axis=0)
         return low, high
 

@@ -181,6 +181,12 @@ def _mixture_section(clock: _Clock, setup: _World, fitted: Any, key: Any, number
     print(f"  the predicted mixture captures {100 * captured:.0f}% of the possible gain over the reference mixture")
     numbers |= {"r_predicted": np.asarray(point.r), "r_true": np.asarray(truth.r), "scores": value}
     numbers["captured"] = captured
+    # the verdict: the mixture of best mean objective over the resamples (both stages, calibrated), vs the reference
+    mean = cj.optimal_mixture(fitted, 5, key=key, model_size=TARGET, robust="mean", **region)
+    assert mean.decision is not None  # a PipelineFit with resamples and a reference always gives one
+    print("  " + mean.decision.line())
+    print(f"  (true gain of that mixture: {float(true_f(jnp.asarray(mean.r))) - value['reference']:+.4f})")
+    numbers["decision"] = mean.decision
 
 
 def _simulated_figures(setup: _World, fits: Any, fitted: Any, data: Any, key: Any) -> dict[str, Any]:

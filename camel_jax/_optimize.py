@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -12,7 +13,9 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
-from ._pipeline import Pipeline
+from ._calibrate import Calibration
+from ._decide import Decision, decide
+from ._pipeline import Pipeline, PipelineFit
 from .laws._base import count
 
 
@@ -37,7 +40,8 @@ class MixtureResult(eqx.Module):
 
     **Fields**: `r` the best start's mixture [n] (or [B, n] per resample); `value` its objective; `kkt_residual`
     the projected-gradient norm |r - P(r + grad)|_inf (0 at an optimum); `starts_r` [S, n] and `starts_value`
-    [S] every start's final mixture and value; `lower`, `upper` the effective bounds.
+    [S] every start's final mixture and value; `lower`, `upper` the effective bounds; `decision` the verdict
+    against the `reference` (a `Decision`: gain with its band, `p_improve`, `verdict`) when one was asked for.
     """
 
     r: Array
@@ -47,19 +51,16 @@ class MixtureResult(eqx.Module):
     starts_value: Array
     lower: Array
     upper: Array
+    decision: Decision | None = None
 
 
 def _bounds(n: int, lower, upper, reference, max_shift) -> tuple[np.ndarray, np.ndarray]:
     lo = np.zeros(n) if lower is None else _bound_array(lower, n, "lower")
     hi = np.ones(n) if upper is None else _bound_array(upper, n, "upper")
-    if reference is not None and max_shift is None:
-        raise ValueError("`reference` is only used with `max_shift` (the trust region): give both, or neither")
     if max_shift is not None:
         if reference is None:
             raise ValueError("`max_shift` needs a `reference` mixture")
-        ref = np.asarray(reference, dtype=float)
-        if ref.shape != (n,) or abs(ref.sum() - 1) > 1e-9 or np.any(ref < 0):
-            raise ValueError(f"`reference` must be a mixture of length {n}; got {ref}")
+        ref = _reference_mixture(reference, n)
         if not (np.isfinite(max_shift) and max_shift > 0):
             raise ValueError(f"`max_shift` must be finite and > 0; got {max_shift}")
         lo = np.maximum(lo, ref * (1 - max_shift))
@@ -204,7 +205,7 @@ def _objective_of(objective: Any, model_size: float | None, robust: Any) -> tupl
 
 
 def optimal_mixture(
-    objective: Callable[[Array], Array] | Pipeline,
+    objective: Callable[[Array], Array] | Pipeline | PipelineFit,
     n_datasets: int,
     *,
     key: Array,
@@ -218,11 +219,14 @@ def optimal_mixture(
     reference: ArrayLike | None = None,
     max_shift: float | None = None,
     robust: str | tuple[str, float] | None = None,
+    calibration: Calibration | None = None,
+    level: float = 0.95,
 ) -> MixtureResult:
     """Maximize an objective over mixtures on the simplex.
 
     **Arguments**:
-    - `objective`: `objective(r) -> scalar` for a mixture r [n], or a `Pipeline` with `model_size`.
+    - `objective`: `objective(r) -> scalar` for a mixture r [n], or a `Pipeline` with `model_size`, or a
+      `PipelineFit` (its batched `pipelines` when it has resamples, with its `calibration`; else its `pipeline`).
     - `n_datasets`: n. `key`: draws the `restarts` (vmapped) initial softmax logits.
     - `adam_steps`: Adam steps on the softmax parameterization; `polish_steps`: projected-gradient steps after it.
     - `lower`, `upper`: per-dataset bounds (e.g. data availability: tokens available x allowed epochs / total
@@ -231,6 +235,12 @@ def optimal_mixture(
     - `robust`: for a batched `Pipeline` (B resamples): None gives one optimal mixture per resample (r [B, n]:
       their spread is the uncertainty band); "mean" or ("quantile", q) gives one mixture maximizing the mean or
       the q-quantile of the objective across resamples.
+    - The verdict: for a batched pipeline with `robust` and a `reference` (with or without `max_shift`), the
+      result's `decision` says whether the chosen mixture beats the reference at `model_size` (`decide`, with
+      the `calibration`'s extrapolation error when given, at `level`): its gain and band, `p_improve` and
+      `verdict` ("improves" / "not resolved"). Given a `PipelineFit`, the verdict also uses its calibration,
+      its `objective_noise` as the smallest gain worth a verdict, and its trained mixtures' range as the region
+      a verdict can speak for.
 
     **Returns**: a `MixtureResult`.
     """
@@ -238,11 +248,45 @@ def optimal_mixture(
     count(restarts, "restarts")
     count(adam_steps, "adam_steps", least=0)
     count(polish_steps, "polish_steps", least=0)
-    lo, hi = _bounds(n_datasets, lower, upper, reference, max_shift)
+    rules: dict[str, Any] = {}
+    if isinstance(objective, PipelineFit):
+        calibration = objective.calibration if calibration is None else calibration
+        rules = {"min_gain": objective.objective_noise, "support": objective.support()}
+        objective = objective.pipeline if objective.pipelines is None else objective.pipelines
+    verdict = reference is not None and isinstance(objective, Pipeline) and bool(objective.batch_shape)
+    _check_reference(reference, max_shift, verdict and robust is not None)
+    lo, hi = _bounds(n_datasets, lower, upper, reference if max_shift is not None else None, max_shift)
     f, per_resample = _objective_of(objective, model_size, robust)
     bounded = bool(np.any(lo > 0) or np.any(hi < 1))
     ascent = _Ascent(jnp.asarray(lo), jnp.asarray(hi), adam_steps, polish_steps, float(learning_rate), bounded)
-    return _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), ascent, per_resample)
+    result = _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), ascent, per_resample)
+    if not (verdict and robust is not None):
+        return result
+    return _with_decision(result, cast(Pipeline, objective), reference, cast(float, model_size), key, calibration,
+                          level, rules)  # fmt: skip
+
+
+def _with_decision(result, pipelines: Pipeline, reference: Any, model_size: float, key, calibration, level, rules):
+    """The result with its verdict against `reference` (see `decide`)."""
+    ref = _reference_mixture(reference, result.r.shape[-1])
+    decision = decide(pipelines, result.r, ref, model_size=float(model_size), key=jax.random.fold_in(key, 1),
+                      calibration=calibration, level=level, **rules)  # fmt: skip
+    return dataclasses.replace(result, decision=decision)
+
+
+def _check_reference(reference: Any, max_shift: Any, verdict: bool) -> None:
+    if reference is not None and max_shift is None and not verdict:
+        raise ValueError(
+            "`reference` is only used with `max_shift` (the trust region) or, for a batched Pipeline with `robust`, "
+            "for the verdict against it: give `max_shift`, or `robust` with a batched pipeline, or no `reference`"
+        )
+
+
+def _reference_mixture(reference: ArrayLike, n: int) -> np.ndarray:
+    ref = np.asarray(reference, dtype=float)
+    if ref.shape != (n,) or abs(ref.sum() - 1) > 1e-9 or np.any(ref < 0):
+        raise ValueError(f"`reference` must be a mixture of length {n}; got {ref}")
+    return ref
 
 
 def _quantile_level(robust: Any) -> float:

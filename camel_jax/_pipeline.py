@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._bootstrap import resample_weights
+from ._calibrate import Calibration, calibrate
 from ._fit import FitResult, fit, resolve_options
 from ._options import FitOptions
 from .laws import LossToBenchmark
@@ -172,13 +174,24 @@ def fit_benchmark_laws(
 
 class PipelineFit(eqx.Module):
     """Result of `fit_pipeline`: the point-estimate `pipeline`, the batched `pipelines` over bootstrap
-    resamples (None without resamples), the multi-target mixture-law fit `loss_fit`, and the `resamples`
-    [B, P] shared by every benchmark (None without resamples)."""
+    resamples (None without resamples), the multi-target mixture-law fit `loss_fit`, the `resamples` [B, P]
+    shared by every benchmark and both stages (None without resamples), the `calibration` of the proxy-loss
+    laws' extrapolation error (one per benchmark of the objective; None unless calibrated), and
+    `objective_noise`, the noise of one evaluation of the objective: sqrt(sum_b w_b^2 s_b^2) with s_b the rms
+    residual of benchmark b's loss-to-benchmark fit (a gain below it could not be confirmed by training the run).
+    `support()` is the range of the trained mixtures."""
 
     pipeline: Pipeline
     pipelines: Pipeline | None
     loss_fit: FitResult
     resamples: Array | None
+    calibration: Calibration | None = None
+    objective_noise: float = 0.0
+
+    def support(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower [n], upper [n]): each dataset's smallest and largest weight among the trained mixtures."""
+        r = np.asarray(self.loss_fit.inputs[0])[np.asarray(jnp.any(jnp.atleast_2d(self.loss_fit.weights) > 0, 0))]
+        return r.min(axis=0), r.max(axis=0)
 
 
 def fit_pipeline(
@@ -193,51 +206,123 @@ def fit_pipeline(
     groups: ArrayLike | None = None,
     strata: ArrayLike | None = None,
     options: FitOptions | None = None,
+    two_stage: bool = True,
+    calibrate: bool = True,
 ) -> PipelineFit:
     """Fit the mixture law on every benchmark's proxy loss and assemble the end-to-end `Pipeline`.
 
     `data` is a MixtureData of the training runs (its `y` is not used), `benchmarks` the `fit_benchmarks`
     result on the same rows, `objective` the benchmark weights (e.g. `OBJECTIVES["balanced"]`), `law` the
     mixture-law template (e.g. a tied CAMEL). Proxy losses are fitted with plain residuals (they can be <= 0;
-    `options` default to `PROXY_OPTIONS`). All benchmarks are one multi-target fit; with `n_resamples`, every
-    benchmark is refitted on the same bootstrap resamples (of points, or of `groups` within `strata`),
-    warm-started from the full-data fits, as one further multi-target fit, giving the batched `pipelines`.
+    `options` default to `PROXY_OPTIONS`). All benchmarks are one multi-target fit.
+
+    With `n_resamples` = B, the runs are resampled (points, or `groups` within `strata`) B times and every fit
+    is redone on each resample, warm-started from the full-data fits, giving the batched `pipelines`:
+    - `two_stage` (default): both stages. The loss-to-benchmark laws are refitted on the resample's runs (with
+      `BENCHMARK_OPTIONS`), each resample's proxy losses k_b . L follow its own laws, and the mixture laws are
+      fitted on those; otherwise only the mixture laws are resampled and the benchmark laws are the point fits.
+    - `calibrate` (default): also measure the mixture laws' extrapolation error past the largest trained size
+      (`calibrate`, holding out the 2 largest sizes, or 1 when the data hold 3; skipped with a warning for fewer),
+      kept in `calibration` for `decide`, `objective_draws` and `optimal_mixture`'s verdict. About as costly as
+      the resampled fits (min(B, 100) resamples per held-out fold).
     """
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
-    names = [b for b in objective if objective[b] != 0]
-    missing = [b for b in names if b not in benchmarks.proxy]
-    if missing:
-        raise ValueError(f"no fitted loss-to-benchmark law for {missing}; have {sorted(benchmarks.laws)}")
-    Y = jnp.stack([jnp.asarray(benchmarks.proxy[b]) for b in names])
-    if Y.shape[1] != data.n_points:
-        raise ValueError(
-            f"`benchmarks` has {Y.shape[1]} rows but `data` has {data.n_points}: fit both on the same runs"
-        )
+    names, Y = _proxy_targets(benchmarks, objective, data.n_points)
     k_fit, k_boot, k_draw = jax.random.split(key, 3)
     W = jnp.broadcast_to(data.weight, Y.shape)
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
     weights = {b: objective[b] for b in names}
     pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights)
+    noise = _objective_noise(benchmarks, weights)
     if n_resamples <= 0:
-        return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None)
+        return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None,
+                           objective_noise=noise)  # fmt: skip
     counts = resample_weights(k_draw, data.n_points, n_resamples, groups=groups, strata=strata).astype(Y.dtype)
     counts = counts * data.weight[None, :]
-    T, B = len(names), n_resamples
-    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], loss_fit.law)  # each its own optimum
-    boot = fit(
-        law,
-        data.inputs,
-        jnp.repeat(Y, B, axis=0),
-        weights=jnp.tile(counts, (T, 1)),
-        key=k_boot,
-        inits=warm,
-        options=options,
-    )  # rows benchmark-major: the same resamples for every benchmark
-    batched = _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
-    bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (B,) + leaf.shape), benchmarks.laws[b]) for b in names}
-    return PipelineFit(
-        pipeline=pipeline, pipelines=Pipeline(batched, bench, weights), loss_fit=loss_fit, resamples=counts
-    )
+    if two_stage:
+        bench, Y_boot = _resampled_benchmarks(benchmarks, names, counts, k_boot)
+    else:
+        bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (n_resamples,) + leaf.shape), benchmarks.laws[b])
+                 for b in names}  # fmt: skip
+        Y_boot = jnp.repeat(Y, n_resamples, axis=0)
+    batched = _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, k_boot, options)
+    calibration = None
+    if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 100 resamples
+        calibration = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 100)), options, k_draw)
+    return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights), loss_fit=loss_fit,
+                       resamples=counts, calibration=calibration, objective_noise=noise)  # fmt: skip
+
+
+def _proxy_targets(benchmarks: BenchmarkFits, objective: Mapping[str, float], n_points: int) -> tuple[list, Array]:
+    """The objective's benchmarks (nonzero weight) and their proxy losses [T, P], checked against the runs."""
+    names = [b for b in objective if objective[b] != 0]
+    missing = [b for b in names if b not in benchmarks.proxy]
+    if missing:
+        raise ValueError(f"no fitted loss-to-benchmark law for {missing}; have {sorted(benchmarks.laws)}")
+    Y = jnp.stack([jnp.asarray(benchmarks.proxy[b]) for b in names])
+    if Y.shape[1] != n_points:
+        raise ValueError(f"`benchmarks` has {Y.shape[1]} rows but `data` has {n_points}: fit both on the same runs")
+    return names, Y
+
+
+def _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, key, options) -> dict[str, Any]:
+    """The mixture laws refitted on every resample ({b: law batched [B]}): one multi-target fit of the rows
+    [T * B] (benchmark-major: the same resamples for every benchmark), each warm-started at its full-data fit."""
+    T, B = len(names), counts.shape[0]
+    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], loss_fit.law)
+    boot = fit(law, data.inputs, Y_boot, weights=jnp.tile(counts, (T, 1)), key=key, inits=warm, options=options)
+    return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
+
+
+def _objective_noise(benchmarks: BenchmarkFits, weights: Mapping[str, float]) -> float:
+    """sqrt(sum_b w_b^2 s_b^2), s_b the weighted rms residual of benchmark b's loss-to-benchmark fit."""
+    result = benchmarks.result
+    order = list(benchmarks.laws)
+    pred = np.asarray(result.predict(*result.inputs))  # [T, P]
+    y = np.asarray(result.y)
+    w = np.broadcast_to(np.asarray(result.weights), y.shape)
+    total = 0.0
+    for b, wb in weights.items():
+        i = order.index(b)
+        total += wb**2 * float(np.sum(w[i] * (y[i] - pred[i]) ** 2) / np.sum(w[i]))
+    return float(np.sqrt(total))
+
+
+def _resampled_benchmarks(
+    benchmarks: BenchmarkFits, names: Sequence[str], counts: Array, key: Array
+) -> tuple[dict[str, LossToBenchmark], Array]:
+    """The loss-to-benchmark laws refitted on every resample ({b: law batched [B]}) and the resamples' proxy
+    losses [T * B, P] (benchmark-major), as one multi-target fit warm-started from the point fits."""
+    result = benchmarks.result  # a multi-target fit: every leaf has a leading benchmark axis
+    order = list(benchmarks.laws)
+    index = jnp.asarray([order.index(b) for b in names])
+    B, P = counts.shape
+    (L,) = result.inputs
+    point = jax.tree.map(lambda leaf: leaf[index], result.law)  # [T, ...]
+    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], point)  # [T * B, 1, ...]
+    weights = (jnp.broadcast_to(result.weights, result.y.shape)[index][:, None, :] * counts[None]).reshape(-1, P)
+    refit = fit(jax.tree.map(lambda leaf: leaf[0], point), (L,), jnp.repeat(result.y[index], B, axis=0),
+                weights=weights, key=key, inits=warm, options=BENCHMARK_OPTIONS)  # fmt: skip
+    laws = jax.tree.map(lambda leaf: leaf.reshape((len(names), B) + leaf.shape[1:]), refit.law)
+    per_benchmark = _rows(laws, names)
+    proxy = jnp.concatenate([jax.vmap(lambda law: law.proxy_loss(L))(per_benchmark[b]) for b in names])
+    return per_benchmark, proxy
+
+
+def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> Calibration | None:
+    """The proxy-loss laws' extrapolation error, or None (with a warning) when the data hold < 3 sizes."""
+    n_sizes = len(np.unique(np.asarray(data.size)))
+    if n_sizes < 3:
+        warnings.warn(
+            f"the runs hold {n_sizes} distinct size(s): the extrapolation error cannot be calibrated (it needs a "
+            "held-out size and 2 to fit), so bands and verdicts are the bootstrap's alone",
+            stacklevel=3,
+        )
+        return None
+    groups, strata, n_resamples = resampling
+    return calibrate(law, data.inputs, Y, key=jax.random.fold_in(key, 7), n_resamples=max(n_resamples, 2),
+                     holdout=min(2, n_sizes - 2), inits=loss_fit.law, weights=W, groups=groups, strata=strata,
+                     options=options)  # fmt: skip
 
 
 def _rows(batched: Any, names: Sequence[str]) -> dict[str, Any]:

@@ -67,7 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     opt.add_argument("--objective", default=None, help="pipeline objective: balanced|math|code|knowledge")
     opt.add_argument("--weights", default=None, help="pipeline weights as name=w,name=w (instead of --objective)")
-    opt.add_argument("--reference", default=None, help="reference mixture (comma-separated) for --max-shift")
+    opt.add_argument(
+        "--reference",
+        default=None,
+        help="reference mixture (comma-separated): the trust region's centre with --max-shift; with a batched "
+        "pipeline, also the verdict: does the chosen mixture beat it?",
+    )
     opt.add_argument("--max-shift", type=float, default=None, help="trust region: r_j within ref_j (1 +- shift)")
     opt.add_argument("--lower", default=None, help="per-dataset lower bounds (comma-separated)")
     opt.add_argument("--upper", default=None, help="per-dataset upper bounds (comma-separated)")
@@ -427,9 +432,13 @@ def _optimize(args: argparse.Namespace) -> None:
 
     if not Path(args.saved).is_file():
         raise UserError(f"no such file: {args.saved}")
-    if args.reference and args.max_shift is None:
-        raise UserError("--reference is only used with --max-shift (the trust region): give both")
     saved = load(args.saved)
+    verdict = isinstance(saved, Pipeline) and bool(saved.batch_shape)
+    if args.reference and args.max_shift is None and not verdict:
+        raise UserError(
+            "--reference is only used with --max-shift (the trust region), or for the verdict of a batched pipeline "
+            "(one saved with its resamples): give --max-shift"
+        )
     takes_size = not (isinstance(saved, FitResult) and len(saved.inputs) == 1)
     if takes_size and args.size is None:
         raise UserError("--size is required: the target model size, in the units of the fit")
@@ -489,8 +498,20 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     from ._pipeline import Pipeline
 
     pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args))
-    result = optimal_mixture(pipeline, pipeline.n_datasets, key=key, model_size=args.size, **bounds)
-    print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
+    if not (pipeline.batch_shape and args.reference):
+        result = optimal_mixture(pipeline, pipeline.n_datasets, key=key, model_size=args.size, **bounds)
+        print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
+        return result
+    # a batched pipeline and a reference: one mixture (the best mean over resamples) and the verdict against it
+    bounds["reference"] = _floats(args.reference, "reference")
+    result = optimal_mixture(pipeline, pipeline.n_datasets, key=key, model_size=args.size, robust="mean", **bounds)
+    decision = result.decision
+    assert decision is not None  # a batched pipeline, `robust` and a reference always give one
+    print(
+        f"predicted weighted accuracy at size {args.size:g}: {decision.value:.5g} "
+        f"[{decision.value_low:.5g}, {decision.value_high:.5g}] ({decision.level:.0%}, mean over resamples maximized)"
+    )
+    print(decision.line())
     return result
 
 

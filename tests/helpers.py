@@ -62,6 +62,37 @@ def random_mixtures(rng: np.random.Generator, P: int, n: int, zeros: bool = Fals
     return r
 
 
+def make_pipeline(batch=None):
+    """A small known pipeline (3 datasets, 3 benchmarks, tied CAMEL k=2); `batch` stacks B copies whose K and C
+    grow by 1% per resample."""
+    rng = np.random.default_rng(0)
+    loss_laws, bench_laws = {}, {}
+    for b in ("mmlu", "gsm8k", "humaneval"):
+        t = rng.dirichlet(np.ones(2), size=3).T
+        kw = dict(
+            t=t,
+            K=rng.uniform(0.5, 1.5, 2),
+            beta=rng.uniform(0.6, 1.2, 2),
+            C=rng.uniform(1.0, 2.0),
+            tied=True,
+            capacity_exponent=3.0,
+        )
+        bk = dict(k=[1.0], A=0.7, B=-2.0, C=0.25)
+        if batch:
+            kw = {
+                k: (
+                    np.stack([np.asarray(v) * (1 + 0.01 * i) for i in range(batch)])
+                    if k in ("K", "C")
+                    else (np.stack([v] * batch) if k in ("t", "beta") else v)
+                )
+                for k, v in kw.items()
+            }
+            bk = {k: np.full(batch, v) if k != "k" else np.tile(v, (batch, 1)) for k, v in bk.items()}
+        loss_laws[b] = cj.CAMEL.from_params(**kw)
+        bench_laws[b] = cj.LossToBenchmark.from_params(**bk)
+    return cj.Pipeline(loss_laws, bench_laws, {"mmlu": 0.5, "gsm8k": 0.3, "humaneval": 0.2})
+
+
 # --- NumPy references, written from the formulas (not from the JAX code) ----------------------------------
 
 

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 from helpers import known_tied_camel
 
+import camel_jax as cj
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -39,3 +41,5 @@ def test_readme_examples_run(tmp_path, monkeypatch):
     exec(blocks[1].replace("n_resamples=200", "n_resamples=10"), scope)
     best = scope["best"]
     assert abs(float(best.r.sum()) - 1) < 1e-12 and scope["band"].r.shape == (10, 5)
+    decision = scope["pick"].decision
+    assert decision.verdict in cj.VERDICTS and decision.calibrated

@@ -1,0 +1,136 @@
+"""The coverage study behind the README's calibration table (issue 14): do nominal 95% bands cover the truth?
+
+For each world of a zoo family (seed 0..N-1): the paper's design (11 perturbed mixtures x sizes 4-10, 0.2% noise),
+then at M=12 (one size step out) and M=20 (the target):
+- the loss: tied CAMEL on two validation losses, 100 bootstrap resamples (whole runs within each size); the
+  plain percentile band and the extrapolation-calibrated band (`cj.calibrate`) at the 11 mixtures, against the
+  world's true (noise-free) loss;
+- the objective at the chosen mixture: `fit_pipeline` with 100 resamples (mixture stage only, both stages, both
+  stages calibrated), `optimal_mixture(robust="mean")` within +-20% of the reference and over the simplex, and
+  `decide` against the reference (with the fit's noise floor and trained-mixture range, as `optimal_mixture`
+  applies them to a `PipelineFit`): does the band of the pick's objective cover its true value, and when the
+  verdict is "improves", is the true gain positive?
+
+Prints coverage per (quantity, size, band) with its binomial standard error, the verdicts' precision, and the cost
+of calibration relative to the plain bootstrap. Usage:
+    python benchmarks/study_calibration.py [--family capacity_data] [--worlds 20] [--resamples 100] [--out cal.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+jax.config.update("jax_enable_x64", True)
+
+import camel_jax as cj  # noqa: E402
+from camel_jax import simulate  # noqa: E402
+
+SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
+CHECK = (12.0, 20.0)
+
+
+def one_world(family: str, seed: int, B: int) -> tuple[list[dict], dict[str, float]]:
+    key = jax.random.key(seed)
+    world = simulate.make_world(key, family)
+    mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
+    runs = world.runs(mixtures, SIZES, noise=0.002, key=jax.random.fold_in(key, 1))
+    losses = [c for c in runs.columns if c.startswith("loss_")]
+    law = cj.CAMEL.sample_init(jax.random.fold_in(key, 2), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
+    strata = np.asarray(runs["size"])
+    rows, cost = [], {"plain": 0.0, "calibration": 0.0}
+    for v in (0, 2):
+        data = world.mixture_data(runs, losses[v])
+        point = cj.fit(law, data.inputs, data.y, key=jax.random.fold_in(key, 3), restarts=16)
+        start = time.perf_counter()
+        boot = cj.bootstrap(law, data.inputs, data.y, key=jax.random.fold_in(key, 4), n_resamples=B, inits=point.laws,
+                            strata=strata, groups=np.arange(len(strata)), progress=False)  # fmt: skip
+        jax.block_until_ready(boot.laws)
+        cost["plain"] += time.perf_counter() - start
+        start = time.perf_counter()
+        cal = cj.calibrate(law, data.inputs, data.y, key=jax.random.fold_in(key, 5), inits=point.law, strata=strata)
+        cost["calibration"] += time.perf_counter() - start
+        for M in CHECK:
+            size = np.full(len(mixtures), M)
+            truth = np.asarray(world.losses(jnp.asarray(mixtures), jnp.asarray(size)))[:, v]
+            bands = {"plain": boot.prediction_interval(mixtures, size), "calibrated": boot.prediction_interval(
+                mixtures, size, calibration=cal)}  # fmt: skip
+            for band, (low, high) in bands.items():
+                covered, width = (low <= truth) & (truth <= high), (high - low) / truth
+                rows += [{"family": family, "world": seed, "quantity": f"loss {v}", "size": M, "band": band,
+                          "covered": float(c), "width": float(w)} for c, w in zip(covered, width)]  # fmt: skip
+    rows += _objective_rows(world, runs, losses, law, key, B, family, seed)
+    return rows, cost
+
+
+def _objective_rows(world, runs, losses, law, key, B, family, seed) -> list[dict]:
+    fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],
+                             names=list(world.benchmarks), key=jax.random.fold_in(key, 6), restarts=16)  # fmt: skip
+    data = world.mixture_data(runs, losses[0])
+    common = dict(law=law, key=jax.random.fold_in(key, 7), n_resamples=B, strata=np.asarray(data.size))
+    weights = cj.OBJECTIVES["balanced"]
+    one = cj.fit_pipeline(data, fits, weights, two_stage=False, calibrate=False, **common)
+    two = cj.fit_pipeline(data, fits, weights, **common)
+    rows = []
+    for region_name, region in (("+-20%", {"max_shift": 0.2}), ("simplex", {})):
+        for M in CHECK:
+            true_f = world.true_objective(M, weights)
+            best = cj.optimal_mixture(two.pipelines, 5, key=jax.random.fold_in(key, 8), model_size=M, robust="mean",
+                                      reference=simulate.REFERENCE, **region)  # fmt: skip
+            value = float(true_f(jnp.asarray(best.r)))
+            gain = value - float(true_f(jnp.asarray(simulate.REFERENCE)))
+            for band, fitted, cal in (("plain 1-stage", one, None), ("plain", two, None),
+                                      ("calibrated", two, two.calibration)):  # fmt: skip
+                d = cj.decide(fitted.pipelines, best.r, simulate.REFERENCE, model_size=M,
+                              key=jax.random.fold_in(key, 9), calibration=cal, min_gain=fitted.objective_noise,
+                              support=fitted.support())  # fmt: skip
+                rows.append({"family": family, "world": seed, "quantity": f"objective {region_name}", "size": M,
+                             "band": band, "covered": float(d.value_low <= value <= d.value_high),
+                             "width": d.value_high - d.value_low, "verdict": d.verdict, "p_improve": d.p_improve,
+                             "true_gain": gain, "gain": d.gain})  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="capacity_data", choices=simulate.FAMILIES)
+    parser.add_argument("--worlds", type=int, default=20)
+    parser.add_argument("--resamples", type=int, default=100)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    rows, costs = [], []
+    for seed in range(args.worlds):
+        start = time.perf_counter()
+        r, c = one_world(args.family, seed, args.resamples)
+        rows += r
+        costs.append(c)
+        print(f"world {seed}: {time.perf_counter() - start:.0f} s", flush=True)
+        if args.out:
+            pd.DataFrame(rows).to_csv(args.out, index=False)
+    table = pd.DataFrame(rows)
+    # a world's points share its fit: the standard error is over worlds
+    per_world = table.groupby(["quantity", "size", "band", "world"])["covered"].mean()
+    summary = per_world.groupby(["quantity", "size", "band"]).agg(coverage="mean", se="sem")
+    with pd.option_context("display.width", 160):
+        print(summary.round(3).to_string())
+        calls = table[table["band"] == "calibrated"].dropna(subset=["verdict"])
+        improves = calls[calls["verdict"] == "improves"]
+        print(f"\nverdict 'improves' in {len(improves)}/{len(calls)} decisions; true gain > 0 in "
+              f"{np.mean(improves['true_gain'] > 0):.2f} of them")  # fmt: skip
+        for band, part in table.dropna(subset=["verdict"]).groupby("band"):
+            said = part[part["verdict"] == "improves"]
+            right, small, wrong = np.mean(said["true_gain"] > 0), part["true_gain"] < 1e-3, said["true_gain"] < 1e-3
+            print(f"  {band}: 'improves' {len(said)}/{len(part)}, right {right:.2f}; true gain below 0.001 in "
+                  f"{small.sum()}, of which called 'improves' {wrong.sum()}")  # fmt: skip
+    plain = np.median([c["plain"] for c in costs[1:] or costs])
+    calibration = np.median([c["calibration"] for c in costs[1:] or costs])
+    print(f"cost: plain bootstrap {plain:.1f} s, calibration {calibration:.1f} s ({calibration / plain:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

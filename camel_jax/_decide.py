@@ -1,0 +1,164 @@
+"""A verdict on a recommended mixture: does it beat the reference at the target size, beyond the uncertainty?
+
+The uncertainty has two parts: the resampled fits (a batched `Pipeline`, both stages when `fit_pipeline`
+resampled them) and, past the largest trained size, the extrapolation error a `Calibration` measured (one per
+benchmark, in proxy-loss units). `objective_draws` draws the objective of given mixtures once per resample with the
+calibrated error added to every benchmark's proxy loss: a level error shared by all mixtures and benchmarks of a
+draw, and a mixture error independent per mixture (shared by the benchmarks: the conservative choice, since
+benchmarks read overlapping validation losses), both Student-t with the calibration's degrees of freedom. The
+gain over the reference is then a difference of draws: the level error mostly cancels, the mixture error does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+from ._calibrate import Calibration
+from ._pipeline import Pipeline
+
+VERDICTS = ("improves", "not resolved")
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The verdict on a mixture against a reference at one size (see `decide`).
+
+    **Fields**: `gain` the median predicted objective improvement over the reference, with its band
+    (`gain_low`, `gain_high`) at `level`; `p_improve` the share of draws in which the mixture beats the reference;
+    `value`, `value_low`, `value_high` the mixture's own objective and band; `calibrated` whether the
+    extrapolation error was drawn in; `min_gain` the smallest gain worth a verdict (e.g. the noise of one
+    evaluation of the objective). `verdict` is "improves" when the gain exceeds `min_gain` in at least `level` of
+    the draws and the mixture lies within the trained mixtures' range; else "not resolved", with the `reason`.
+    """
+
+    gain: float
+    gain_low: float
+    gain_high: float
+    p_improve: float
+    value: float
+    value_low: float
+    value_high: float
+    level: float
+    verdict: str
+    calibrated: bool
+    min_gain: float = 0.0
+    reason: str = ""
+
+    def line(self) -> str:
+        """One line a person can act on."""
+        band = f"{self.gain:+.3g} [{self.gain_low:+.3g}, {self.gain_high:+.3g}]"
+        source = "bootstrap + extrapolation error" if self.calibrated else "bootstrap only: not calibrated"
+        act = "train it" if self.verdict == "improves" else f"keep the reference ({self.reason})"
+        return (
+            f"verdict: {self.verdict} (gain over the reference {band} at {self.level:.0%}, "
+            f"P(improves) = {self.p_improve:.2f}; {source}): {act}"
+        )
+
+
+def objective_draws(
+    pipelines: Pipeline,
+    r: ArrayLike,
+    size: float,
+    *,
+    key: Array,
+    calibration: Calibration | None = None,
+) -> Array:
+    """The objective of mixtures r [K, n] at `size`, one draw per resample of a batched pipeline: [B, K], with
+    the `calibration`'s extrapolation error (per benchmark, in the order of `benchmark_weights`) drawn in."""
+    if not pipelines.batch_shape:
+        raise ValueError("objective draws need a batched Pipeline: fit it with `fit_pipeline(..., n_resamples=B)`")
+    r = jnp.atleast_2d(jnp.asarray(r))
+    K = r.shape[0]
+    M = jnp.full(K, float(size))
+    names = [b for b, _ in pipelines.benchmark_weights]
+    proxy = jax.vmap(lambda laws: jnp.stack([laws[b](r, M) for b in names]))(pipelines.loss_laws)  # [B, T, K]
+    B = proxy.shape[0]
+    if calibration is not None:
+        if calibration.log_scale:
+            raise ValueError("the pipeline's calibration must be in proxy-loss units (log_scale=False)")
+        kl = jnp.broadcast_to(calibration.kappa_level, (len(names),))
+        km = jnp.broadcast_to(calibration.kappa_mix, (len(names),))
+        k_level, k_mix = jax.random.split(key)
+        level = jax.random.t(k_level, calibration.dof, (B, 1, 1))  # the kappas rest on `dof` held-out cells
+        mix = jax.random.t(k_mix, calibration.dof, (B, 1, K))
+        d = calibration.distance(M)[None, None, :]
+        proxy = proxy + d * (kl[None, :, None] * level + km[None, :, None] * mix)
+
+    def accuracy(bench, p):  # one resample: benchmarks' laws and proxies [T, K] -> objective [K]
+        acc = [w * bench[b].from_proxy(p[i]) for i, (b, w) in enumerate(pipelines.benchmark_weights)]
+        return functools.reduce(operator.add, acc)
+
+    return jax.vmap(accuracy)(pipelines.benchmark_laws, proxy)
+
+
+def decide(
+    pipelines: Pipeline,
+    r: ArrayLike,
+    reference: ArrayLike,
+    *,
+    model_size: float,
+    key: Array,
+    calibration: Calibration | None = None,
+    level: float = 0.95,
+    min_gain: float = 0.0,
+    support: tuple[ArrayLike, ArrayLike] | None = None,
+) -> Decision:
+    """Does mixture `r` beat `reference` at `model_size`? Draws both with `objective_draws` (the same draw of
+    every resample's fit and level error for both) and reads the gain's distribution; see `Decision`.
+
+    `min_gain`: a gain below it is not worth a verdict (`fit_pipeline` measures the noise of one evaluation of
+    the objective as `objective_noise`). `support`: the (lower [n], upper [n]) range of the trained mixtures'
+    weights; a mixture outside it is an extrapolation in mixture space that no calibration here measures, so
+    it gets "not resolved" whatever its draws say."""
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1); got {level}")
+    if not (np.isfinite(min_gain) and min_gain >= 0):
+        raise ValueError(f"`min_gain` must be finite and >= 0; got {min_gain}")
+    both = jnp.stack([jnp.asarray(r, float), jnp.asarray(reference, float)])
+    draws = np.asarray(objective_draws(pipelines, both, model_size, key=key, calibration=calibration))
+    draws = draws[np.all(np.isfinite(draws), axis=1)]
+    if len(draws) == 0:
+        raise ValueError("every resample's objective is non-finite at these mixtures: no verdict")
+    gain = draws[:, 0] - draws[:, 1]
+    q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
+    g_low, g_mid, g_high = np.percentile(gain, q)
+    v_low, v_mid, v_high = np.percentile(draws[:, 0], q)
+    p_improve = float(np.mean(gain > 0))
+    reason = _doubt(gain, np.asarray(r, float), level, min_gain, support)
+    return Decision(
+        gain=float(g_mid),
+        gain_low=float(g_low),
+        gain_high=float(g_high),
+        p_improve=p_improve,
+        value=float(v_mid),
+        value_low=float(v_low),
+        value_high=float(v_high),
+        level=float(level),
+        verdict=VERDICTS[1] if reason else VERDICTS[0],
+        calibrated=calibration is not None,
+        min_gain=float(min_gain),
+        reason=reason,
+    )
+
+
+def _doubt(gain: np.ndarray, r: np.ndarray, level: float, min_gain: float, support: Any) -> str:
+    """Why the verdict is "not resolved" ("" when it is "improves")."""
+    if support is not None:
+        lower, upper = (np.asarray(b, float) for b in support)
+        outside = np.flatnonzero((r < lower - 1e-9) | (r > upper + 1e-9))
+        if len(outside):
+            j = int(outside[0])
+            return (f"dataset {j} at {r[j]:.3f} lies outside the trained mixtures' range [{lower[j]:.3f}, "
+                    f"{upper[j]:.3f}]: train runs there first")  # fmt: skip
+    if np.mean(gain > min_gain) < level:
+        floor = f" above the noise floor {min_gain:.2g}" if min_gain > 0 else ""
+        return f"the gain is not positive{floor} in {level:.0%} of the draws"
+    return ""

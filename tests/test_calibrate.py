@@ -1,0 +1,245 @@
+"""Calibrated uncertainty and the verdict (issue 14): the band arithmetic, the moment estimator on errors of known
+scale, calibration of a law that extrapolates well against one that cannot, the objective draws and the verdict.
+
+Coverage itself needs many worlds: `benchmarks/study_calibration.py` measures it; these tests check the machinery."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import known_tied_camel, make_pipeline, random_mixtures
+from jax.scipy.stats import norm
+
+import camel_jax as cj
+from camel_jax import simulate
+from camel_jax._calibrate import _moments
+
+
+def _calibration(kappa_level, kappa_mix, size_max=10.0, log_scale=True, cells=(0.2, 0.2, 0.4)):
+    zero = jnp.zeros(())
+    return cj.Calibration(jnp.asarray(kappa_level), jnp.asarray(kappa_mix), size_max, 1, log_scale, cells, zero,
+                          zero, zero)  # fmt: skip
+
+
+def test_widen_adds_the_extrapolation_variance_to_the_percentile_band():
+    # resampled predictions whose percentile band is exactly median * exp(+-z sd) in log space
+    z = float(norm.ppf(0.975))
+    sd = np.array([0.01, 0.02, 0.03])
+    u = norm.ppf((np.arange(20001) + 0.5) / 20001)  # symmetric quantiles: percentiles land on them
+    pred = 2.0 * np.exp(u[:, None] * sd[None, :])
+    cal = _calibration(0.03, 0.04)
+    size = np.array([5.0, 10.0, 10.0 * np.e**2])  # inside the data, at its edge, 2 log-units out
+    low, high = cal.widen(pred, size, 0.95)
+    extra = np.array([0.0, 0.0, 2 * 0.05])  # d * sqrt(kappa_level^2 + kappa_mix^2)
+    t = cal.quantile(0.95)  # the kappas' own uncertainty: Student-t with as many dof as held-out cells
+    assert t == pytest.approx(3.182446, rel=1e-5)  # t(0.975, 3), from tables
+    half = np.sqrt((z * sd) ** 2 + (t * extra) ** 2)
+    np.testing.assert_allclose(np.log(high / 2.0), half, rtol=1e-3)
+    np.testing.assert_allclose(np.log(2.0 / low), half, rtol=1e-3)
+    np.testing.assert_allclose(cal.extra_sd(size), extra, atol=1e-12)
+    np.testing.assert_allclose(cal.extra_sd(size, difference=True), np.sqrt(2) * 0.04 * np.array([0, 0, 2]))
+
+
+def test_t_quantile_matches_the_tables():
+    from camel_jax._calibrate import t_quantile
+
+    for dof, value in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (1000, 1.9623)):
+        assert t_quantile(0.975, dof) == pytest.approx(value, abs=1e-4)
+
+
+def test_moment_estimator_recovers_known_error_scales():
+    # held-out cells whose errors are noise + bootstrap error + d (a + b_p), with known scales
+    rng = np.random.default_rng(0)
+    kl, km, s_boot, s_noise, B, H = 0.02, 0.01, 0.004, 0.003, 50, 40
+    cells = []
+    for c in range(200):
+        d = [0.2, 0.4][c % 2]
+        mid_error = s_boot * rng.standard_normal(H)  # the bootstrap median's own error
+        err = d * (kl * rng.standard_normal() + km * rng.standard_normal(H)) + s_noise * rng.standard_normal(H)
+        err = err - mid_error
+        scaled = mid_error[None, :] + s_boot * rng.standard_normal((B, H))  # resamples scatter by s_boot
+        cells.append((d, jnp.asarray(err[None]), jnp.asarray(scaled[None]), jnp.ones((1, H))))
+    level, mix, rms, sd = _moments(cells, jnp.asarray([s_noise**2]))
+    assert float(level[0]) == pytest.approx(kl, rel=0.2)
+    assert float(mix[0]) == pytest.approx(km, rel=0.2)
+    assert rms.shape == sd.shape == (1, 200)
+
+
+def _runs(truth, seed, sizes=(2.0, 3.0, 4.0, 5.0, 6.0, 8.0), n_mixtures=10, noise=0.003):
+    rng = np.random.default_rng(seed)
+    r = random_mixtures(rng, n_mixtures, 3)
+    R = np.tile(r, (len(sizes), 1))
+    M = np.repeat(np.asarray(sizes), n_mixtures)
+    return r, R, M, truth(R, M) * np.exp(noise * rng.standard_normal(len(M)))
+
+
+def test_calibration_widens_only_what_extrapolates_badly():
+    law = known_tied_camel()
+
+    def good(r, M):
+        return np.asarray(law(jnp.asarray(r), jnp.asarray(M)))
+
+    def bad(r, M):  # a loss that rises with size: no CAMEL law can follow it
+        return good(r, M) * (1 + 0.04 * np.log(M / 2.0))
+
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    out = {}
+    for name, truth in (("good", good), ("bad", bad)):
+        r, R, M, y = _runs(truth, 0)
+        point = cj.fit(template, (R, M), y, key=jax.random.key(1), restarts=8)
+        boot = cj.bootstrap(template, (R, M), y, key=jax.random.key(2), n_resamples=60, inits=point.laws,
+                            strata=M, progress=False)  # fmt: skip
+        cal = cj.calibrate(template, (R, M), y, key=jax.random.key(3), n_resamples=60, inits=point.law, strata=M)
+        target = np.full(len(r), 20.0)
+        plain = np.log(np.divide(*boot.prediction_interval(r, target)[::-1]))  # log(high / low)
+        wide = np.log(np.divide(*boot.prediction_interval(r, target, calibration=cal)[::-1]))
+        out[name] = (float(np.hypot(cal.kappa_level, cal.kappa_mix)), np.mean(wide / plain))
+        inside = np.full(len(r), 4.0)
+        np.testing.assert_allclose(boot.prediction_interval(r, inside, calibration=cal),
+                                   boot.prediction_interval(r, inside), rtol=1e-12)  # fmt: skip
+        assert cal.size_max == 8.0 and cal.size_index == 1 and len(cal.distances) == 3
+    # the well-specified law's held-out errors are what its bootstrap and noise explain; the misspecified one's are
+    # several times larger (held-out rms ~0.005 vs bootstrap ~0.002 and noise 0.003, in log loss)
+    (kappa_good, widen_good), (kappa_bad, widen_bad) = out["good"], out["bad"]
+    assert kappa_bad > 0.003 and kappa_good < 0.5 * kappa_bad, (kappa_good, kappa_bad)
+    assert widen_bad > 2.0 and widen_good < 1.5 * widen_bad / 2.0, (widen_good, widen_bad)
+
+
+def test_calibration_refuses_designs_it_cannot_hold_out_from():
+    law = known_tied_camel()
+    r, R, M, y = _runs(lambda r, M: np.asarray(law(jnp.asarray(r), jnp.asarray(M))), 0, sizes=(2.0, 3.0, 4.0))
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True)
+    with pytest.raises(ValueError, match="needs >= 4 distinct sizes"):
+        cj.calibrate(template, (R, M), y, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="has no size input"):
+        cj.calibrate(cj.DML.sample_init(jax.random.key(0), n_datasets=3, n_domains=2), (R,), y, key=jax.random.key(0))
+
+
+def test_objective_draws_are_the_pipelines_objective_plus_the_calibrated_error():
+    pipe = make_pipeline(batch=5)
+    r = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(3), 4))
+    plain = cj.objective_draws(pipe, r, 20.0, key=jax.random.key(0))
+    np.testing.assert_allclose(plain, pipe.objective(r, jnp.full(4, 20.0)), rtol=1e-12)
+    inside = cj.objective_draws(pipe, r, 8.0, key=jax.random.key(0), calibration=_calibration(0.5, 0.5, 10.0, False))
+    np.testing.assert_allclose(inside, pipe.objective(r, jnp.full(4, 8.0)), rtol=1e-12)  # d = 0 inside the data
+    level = cj.objective_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.3, 0.0, 10.0, False))
+    mixed = cj.objective_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.0, 0.3, 10.0, False))
+    assert float(jnp.std(level - plain)) > 1e-3
+    # a level error moves every mixture of a draw the same way; a mixture error does not
+    assert np.all(np.sign(np.asarray(level - plain)) == np.sign(np.asarray(level - plain))[:, :1])
+    assert not np.all(np.sign(np.asarray(mixed - plain)) == np.sign(np.asarray(mixed - plain))[:, :1])
+    with pytest.raises(ValueError, match="batched Pipeline"):
+        cj.objective_draws(make_pipeline(), r, 20.0, key=jax.random.key(0))
+
+
+def test_the_verdict_says_improves_only_when_the_draws_agree():
+    pipe = make_pipeline(batch=8)
+    best = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean")
+    values = lambda r: pipe.objective(jnp.asarray(r)[None], jnp.array([20.0]))[:, 0]  # noqa: E731
+    corners = np.eye(3)
+    worst = corners[int(np.argmin([float(jnp.mean(values(c))) for c in corners]))]
+    clear = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1))
+    assert clear.verdict == "improves" and clear.p_improve == 1.0 and clear.gain_low > 0
+    assert clear.gain == pytest.approx(float(jnp.median(values(best.r) - values(worst))), rel=1e-9)
+    same = cj.decide(pipe, worst, worst, model_size=20.0, key=jax.random.key(1))
+    assert same.verdict == "not resolved" and same.p_improve == 0.0 and same.gain == 0.0
+    blurred = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1),
+                        calibration=_calibration(0.0, 2.0, 10.0, False))  # fmt: skip
+    assert blurred.verdict == "not resolved" and blurred.p_improve < 0.9
+    assert blurred.value_high - blurred.value_low > clear.value_high - clear.value_low
+    assert "verdict: improves" in clear.line() and "not calibrated" in clear.line()
+    assert "extrapolation error" in blurred.line()
+    # the noise floor and the trained mixtures' range can each withhold the verdict
+    floor = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1), min_gain=clear.gain_high)
+    assert floor.verdict == "not resolved" and "noise floor" in floor.reason and floor.p_improve == 1.0
+    lower, upper = np.asarray(best.r) - 0.01, np.asarray(best.r) + 0.01
+    inside = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1), support=(lower, upper))
+    assert inside.verdict == "improves"
+    upper[0] = float(best.r[0]) - 0.005
+    outside = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1), support=(lower, upper))
+    assert outside.verdict == "not resolved" and "dataset 0" in outside.reason and "train runs there" in outside.line()
+
+
+def test_optimal_mixture_gives_the_verdict_for_a_reference():
+    pipe = make_pipeline(batch=6)
+    ref = np.array([0.2, 0.3, 0.5])
+    result = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref)
+    assert isinstance(result.decision, cj.Decision)
+    assert result.decision.verdict in cj.VERDICTS
+    direct = cj.decide(pipe, result.r, ref, model_size=20.0, key=jax.random.fold_in(jax.random.key(0), 1))
+    assert result.decision == direct
+    boxed = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref,
+                               max_shift=0.2)  # fmt: skip
+    assert boxed.decision is not None and np.all(np.abs(np.asarray(boxed.r) / ref - 1) <= 0.2 + 1e-9)
+    assert cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean").decision is None
+    with pytest.raises(ValueError, match="for the verdict"):
+        cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, reference=ref)  # no robust choice
+
+
+@pytest.fixture(scope="module")
+def small_pipeline_fit():
+    world = simulate.make_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 8.0], noise=0.002,
+                      key=jax.random.key(1))  # fmt: skip
+    losses = [c for c in runs.columns if c.startswith("loss_")]
+    fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],
+                             names=list(world.benchmarks), key=jax.random.key(2), restarts=4)  # fmt: skip
+    data = world.mixture_data(runs, losses[0])
+    law = cj.CAMEL.sample_init(jax.random.key(3), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
+    weights = {"mmlu": 0.5, "gsm8k": 0.5}
+    kw = dict(law=law, key=jax.random.key(4), n_resamples=6, restarts=4, strata=np.asarray(data.size))
+    return fits, cj.fit_pipeline(data, fits, weights, **kw), cj.fit_pipeline(data, fits, weights, two_stage=False,
+                                                                               calibrate=False, **kw)  # fmt: skip
+
+
+def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
+    fits, two, one = small_pipeline_fit
+    for b in ("mmlu", "gsm8k"):
+        k_two = np.asarray(two.pipelines.benchmark_laws[b].params()["k"])  # [B, V]
+        k_one = np.asarray(one.pipelines.benchmark_laws[b].params()["k"])
+        assert k_two.shape == k_one.shape == (6, 5)
+        assert np.ptp(k_two, axis=0).max() > 1e-6  # each resample has its own loss-to-benchmark law
+        np.testing.assert_array_equal(k_one, np.broadcast_to(np.asarray(fits.laws[b].params()["k"]), k_one.shape))
+    np.testing.assert_array_equal(two.resamples, one.resamples)  # the same resamples drive both stages
+    assert one.calibration is None and two.calibration is not None
+    assert two.calibration.kappa_level.shape == (2,) and two.calibration.size_max == 8.0
+    assert not two.calibration.log_scale  # proxy losses are fitted on plain residuals
+    assert two.objective_noise > 0
+    lower, upper = two.support()
+    np.testing.assert_allclose(lower, np.min(np.asarray(two.loss_fit.inputs[0]), axis=0))
+    np.testing.assert_allclose(upper, np.max(np.asarray(two.loss_fit.inputs[0]), axis=0))
+    result = cj.optimal_mixture(two, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
+                                reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
+    d = result.decision
+    assert d.calibrated and d.min_gain == two.objective_noise
+    assert d.value_low <= d.value <= d.value_high and d.gain_low <= d.gain <= d.gain_high
+    assert (d.verdict == "improves") == (d.reason == "")
+
+
+def test_fit_pipeline_warns_when_it_cannot_calibrate():
+    world = simulate.make_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 8.0], noise=0.002, key=jax.random.key(1))
+    losses = [c for c in runs.columns if c.startswith("loss_")]
+    fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu"], names=["mmlu"], key=jax.random.key(2),
+                             restarts=2)  # fmt: skip
+    law = cj.CAMEL.sample_init(jax.random.key(3), n_datasets=5, n_domains=1, tied=True, capacity_exponent=3.0)
+    with pytest.warns(UserWarning, match="cannot be calibrated"):
+        out = cj.fit_pipeline(world.mixture_data(runs, losses[0]), fits, {"mmlu": 1.0}, law=law,
+                              key=jax.random.key(4), n_resamples=4, restarts=2)  # fmt: skip
+    assert out.calibration is None and out.pipelines is not None
+
+
+def test_cli_optimize_prints_the_verdict_for_a_batched_pipeline(tmp_path, capsys):
+    from camel_jax import cli
+
+    path = cj.save(make_pipeline(batch=6), tmp_path / "pipe.npz")
+    weights = "mmlu=0.5,gsm8k=0.3,humaneval=0.2"
+    assert cli.main(["optimize", str(path), "--size", "20", "--weights", weights, "--reference", "0.2,0.3,0.5"]) == 0
+    out = capsys.readouterr().out
+    verdict = [line for line in out.splitlines() if line.startswith("verdict: ")]
+    assert len(verdict) == 1 and "P(improves) = " in verdict[0] and "not calibrated" in verdict[0]
+    assert "optimal mixture: " in out
+    # a point pipeline has no resamples: a lone --reference is still an error
+    point = cj.save(make_pipeline(), tmp_path / "point.npz")
+    assert cli.main(["optimize", str(point), "--size", "20", "--weights", weights, "--reference", "0.2,0.3,0.5"]) == 2
+    assert "--reference is only used with --max-shift" in capsys.readouterr().err
