@@ -22,6 +22,15 @@ def sodm_structure(law: Any) -> dict[str, Any]:
     }
 
 
+def sodm_settings(tokens: bool, size_scale: float, tokens_scale: float) -> dict[str, Any]:
+    """The static settings of either SODM law, checked: whether tokens are an input, and the reference scales."""
+    return {
+        "tokens": bool(tokens),
+        "size_scale": positive_number(size_scale, "size_scale"),
+        "tokens_scale": positive_number(tokens_scale, "tokens_scale"),
+    }
+
+
 class SODMAdditive(AbstractLaw):
     """Additive mixture law with separate size, data and mixture terms.
 
@@ -109,9 +118,7 @@ class SODMAdditive(AbstractLaw):
             log_beta=positive_inverse(p["beta"], None, "beta") if tokens else None,
             log_C=positive_inverse(p["C"], None, "C"),
             log_gamma=positive_inverse(p["gamma"], None, "gamma"),
-            tokens=tokens,
-            size_scale=positive_number(size_scale, "size_scale"),
-            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+            **sodm_settings(tokens, size_scale, tokens_scale),
         )
 
     @classmethod
@@ -130,9 +137,7 @@ class SODMAdditive(AbstractLaw):
             log_beta=log_uniform(keys[4], (), 0.05, 1.5) if tokens else None,
             log_C=log_uniform(keys[5], (n_datasets,), 1.0, 10.0),
             log_gamma=log_uniform(keys[6], (n_datasets,), 0.1, 1.0),
-            tokens=tokens,
-            size_scale=positive_number(size_scale, "size_scale"),
-            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+            **sodm_settings(tokens, size_scale, tokens_scale),
         )
 
     def size_parameters(self) -> tuple[int, int]:

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, positive_number, safe_pow
-from ._sodm_additive import sodm_structure
+from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, safe_pow
+from ._sodm_additive import sodm_settings, sodm_structure
 
 
 class SODMJoint(AbstractLaw):
@@ -117,9 +117,7 @@ class SODMJoint(AbstractLaw):
             ),
             log_gammaB=positive_inverse(p["gammaB"], None, "gammaB") if tokens else None,
             log_beta=positive_inverse(p["beta"], None, "beta") if tokens else None,
-            tokens=tokens,
-            size_scale=positive_number(size_scale, "size_scale"),
-            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+            **sodm_settings(tokens, size_scale, tokens_scale),
         )
 
     @classmethod
@@ -139,9 +137,7 @@ class SODMJoint(AbstractLaw):
             log_CB=log_uniform(keys[6], (n_datasets,), 0.05, 2.0) if tokens else None,
             log_gammaB=log_uniform(keys[7], (), 0.5, 1.5) if tokens else None,
             log_beta=log_uniform(keys[8], (), 0.05, 1.5) if tokens else None,
-            tokens=tokens,
-            size_scale=positive_number(size_scale, "size_scale"),
-            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+            **sodm_settings(tokens, size_scale, tokens_scale),
         )
 
     def size_parameters(self) -> tuple[int, int]:
