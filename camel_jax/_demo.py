@@ -61,7 +61,7 @@ def run_demo(seed: int = 0, out: str = "camel-demo", quick: bool = False) -> dic
     numbers: dict[str, Any] = {}
     setup = _make_world(key)
     fits = _benchmark_section(clock, setup, key, numbers)
-    fitted, data = _proxy_section(clock, setup, fits, key, 40 if quick else 100, numbers)
+    fitted, data = _proxy_section(clock, setup, fits, key, 20 if quick else 100, numbers)
     _mixture_section(clock, setup, fitted, key, numbers)
     clock.section("4. figures")
     figures = _simulated_figures(setup, fits, fitted, data, key)

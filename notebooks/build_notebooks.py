@@ -290,15 +290,16 @@ pd.DataFrame(mix_rows).set_index("law").round(3)""",
         "code",
         """\
 frames = []
+methods = ["camel", "sodm", "best-observed"] if QUICK else list(cj.OBSERVED_METHODS)
 train, candidates, mixture, objectives = shared_data.dmsl_decision()
 if QUICK:
     objectives = {"mean": objectives["mean"]}
 frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="model_size", objectives=objectives,
-                                   key=key, restarts=4 if QUICK else 32, name="dmsl 2.7B"))
+                                   methods=methods, key=key, restarts=4 if QUICK else 32, name="dmsl 2.7B"))
 train, candidates, mixture, objectives = shared_data.mixinglaws_decision()
-frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="nonembedding_params",
+frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="nonembedding_params", methods=methods,
                                    objectives=objectives, key=key, restarts=4 if QUICK else 32, name="5Mix 1B"))
-if (shared_data.ROOT / "regmix_liu2024").is_dir():
+if not QUICK and (shared_data.ROOT / "regmix_liu2024").is_dir():  # 512 runs x 17 datasets: full runs only
     train, candidates, at_1m, mixture, objectives = shared_data.regmix_decision()
     frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="size", objectives=objectives,
                                        methods=["camel", "sodm"], key=key, restarts=4 if QUICK else 32,

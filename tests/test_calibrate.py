@@ -216,6 +216,7 @@ def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
     assert (d.verdict == "improves") == (d.reason == "")
 
 
+@pytest.mark.slow  # its own benchmark and pipeline fits compile anew (~40 s)
 def test_fit_pipeline_warns_when_it_cannot_calibrate():
     world = simulate.make_world(jax.random.key(0))
     runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 8.0], noise=0.002, key=jax.random.key(1))
