@@ -149,10 +149,11 @@ def calibrate(
     W0 = _weights(y, weights)
     size_index, size, sizes = _sizes(law, arrays, W0, holdout)
     Y = jnp.atleast_2d(jnp.asarray(y))
-    T = Y.shape[0]
     cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
     noise = []
-    start = None if inits is None else _repeat(inits, T if jnp.ndim(y) == 2 else None, n_resamples)
+    if inits is not None and jnp.ndim(y) == 1:  # one target: a batch of one
+        inits = jax.tree.map(lambda leaf: leaf[None], inits)
+    start = None if inits is None else warm_starts(inits, n_resamples)
     resample = dict(groups=groups, strata=strata)
     for j in range(1, holdout + 1):
         fold_cells, fold_noise = _fold(law, arrays, Y, W0, size, sizes, j, n_resamples, restarts, start, resample,
@@ -245,8 +246,7 @@ def _moments(cells, noise_var: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return np.sqrt(total - mix), np.sqrt(mix), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
 
 
-def _repeat(inits: Any, T: int | None, B: int) -> Any:
-    """Warm starts for a fold's [T * B] fit: each target's law repeated over the resamples, one start each."""
-    if T is None:
-        return jax.tree.map(lambda leaf: jnp.repeat(leaf[None], B, axis=0)[:, None], inits)
-    return jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], inits)
+def warm_starts(laws: Any, n: int) -> Any:
+    """`fit` starts for a multi-target fit whose rows repeat each of T targets n times (target-major): each of the
+    T laws (leading axis T) repeated n times, one start each: leaves [T * n, 1, ...]."""
+    return jax.tree.map(lambda leaf: jnp.repeat(leaf, n, axis=0)[:, None], laws)

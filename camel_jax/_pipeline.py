@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._bootstrap import resample_weights
-from ._calibrate import Calibration, calibrate
+from ._calibrate import Calibration, calibrate, warm_starts
 from ._fit import FitResult, fit, resolve_options
 from ._options import FitOptions
 from .laws import LossToBenchmark
@@ -269,7 +269,7 @@ def _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, key, option
     """The mixture laws refitted on every resample ({b: law batched [B]}): one multi-target fit of the rows
     [T * B] (benchmark-major: the same resamples for every benchmark), each warm-started at its full-data fit."""
     T, B = len(names), counts.shape[0]
-    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], loss_fit.law)
+    warm = warm_starts(loss_fit.law, B)
     boot = fit(law, data.inputs, Y_boot, weights=jnp.tile(counts, (T, 1)), key=key, inits=warm, options=options)
     return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
 
@@ -299,7 +299,7 @@ def _resampled_benchmarks(
     B, P = counts.shape
     (L,) = result.inputs
     point = jax.tree.map(lambda leaf: leaf[index], result.law)  # [T, ...]
-    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], point)  # [T * B, 1, ...]
+    warm = warm_starts(point, B)  # [T * B, 1, ...]
     weights = (jnp.broadcast_to(result.weights, result.y.shape)[index][:, None, :] * counts[None]).reshape(-1, P)
     refit = fit(jax.tree.map(lambda leaf: leaf[0], point), (L,), jnp.repeat(result.y[index], B, axis=0),
                 weights=weights, key=key, inits=warm, options=BENCHMARK_OPTIONS)  # fmt: skip
