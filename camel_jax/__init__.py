@@ -52,11 +52,14 @@ from ._pipeline import fit_benchmark_laws as fit_benchmark_laws
 from ._pipeline import fit_pipeline as fit_pipeline
 from ._save import load as load
 from ._save import save as save
+from ._select import SELECT_COLUMNS as SELECT_COLUMNS
+from ._select import select_law as select_law
 from ._tables import fit_benchmarks as fit_benchmarks
 from ._tables import mixture_path as mixture_path
 from .laws import CAMEL as CAMEL
 from .laws import DML as DML
 from .laws import AbstractLaw as AbstractLaw
+from .laws import CAMELData as CAMELData
 from .laws import Chinchilla as Chinchilla
 from .laws import LossToBenchmark as LossToBenchmark
 from .laws import PowerLaw as PowerLaw

@@ -29,10 +29,10 @@ from ._fit import fit
 from ._optimize import _bounds, check_model_size, optimal_mixture
 from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
 from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
-from .laws import CAMEL, SODMAdditive
+from .laws import CAMEL, CAMELData, SODMAdditive
 from .laws._base import count
 
-BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed")
+BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 BACKTEST_COLUMNS = (
     "world", "method", "strategy", "budget", "repeat", "n_runs", "flops", "regret", "capture", "true_value",
     "predicted_value", "low", "high", "covered",
@@ -110,7 +110,8 @@ def backtest(
 
     **Arguments**:
     - `methods`: names from `BACKTEST_METHODS` or callables, as a sequence or as {label: method}. `"camel"` (tied
-      CAMEL, k=3), `"camel-free"` (free profiles), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper
+      CAMEL, k=3), `"camel-free"` (free profiles), `"camel-data"` (tied CAMELData, k=3, at the runs' one token
+      count), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper
       runs it) fit the end-to-end pipeline and optimize it at `target_size`; `"size-agnostic"` optimizes the tied CAMEL
       pipeline at the largest trained size instead; `"best-observed"` picks the trained mixture with the best
       observed objective at the largest trained size (no law). A callable is called as
@@ -332,6 +333,8 @@ def _fit_pipelines(
 
 
 def _template(law: str, n: int, key: Array) -> Any:
+    if law == "camel-data":  # the runs share one token count: the data term is a size-free mixture effect
+        return CAMELData.sample_init(key, n_datasets=n, n_domains=3, tied=True, tokens=False, capacity_exponent=3.0)
     if law == "sodm":
         return SODMAdditive.sample_init(key, n_datasets=n, tokens=False, size_scale=10.0)
     return CAMEL.sample_init(key, n_datasets=n, n_domains=3, tied=law == "camel", capacity_exponent=3.0)

@@ -25,9 +25,9 @@ from ._checks import DESIGN_WARNINGS
 from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
 from ._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive, _require_columns
-from .laws import CAMEL, SODMAdditive
+from .laws import CAMEL, CAMELData, SODMAdditive
 
-OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed")
+OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 OBSERVED_COLUMNS = (
     "data", "objective", "method", "at_size", "n_train", "n_candidates", "pick", "regret", "regret_share",
     "spearman", "predicted_value", "true_value", "best_value", "worst_value",
@@ -54,12 +54,13 @@ def backtest_observed(
       from that loss's fit. Neither table is modified.
     - `objectives`: {objective name: {loss column: weight}}, each the weighted mean of its losses (lower is better);
       a list of loss columns is one objective per column.
-    - `methods`: names from `OBSERVED_METHODS`. `"camel"` (tied, k=3), `"camel-free"` and `"sodm"` (SODMAdditive in
-      size) fit one law per loss and predict each candidate at its own size; `"size-agnostic"` predicts with the
-      tied CAMEL fit at the largest trained size; `"dml"` is the paper's nested DML at the candidates' size (it
-      needs one candidate size and mixtures trained at >= 3 sizes); `"best-observed"` ranks the candidates by
-      their measured objective at the largest trained size that holds the most of them (no law; candidates not
-      trained there rank last, and with none trained at all it has no pick).
+    - `methods`: names from `OBSERVED_METHODS`. `"camel"` (tied, k=3), `"camel-free"`, `"camel-data"` (tied
+      CAMELData, k=3, without a tokens input) and `"sodm"` (SODMAdditive in size) fit one law per loss and predict
+      each candidate at its own size; `"size-agnostic"` predicts with the tied CAMEL fit at the largest trained
+      size; `"dml"` is the paper's nested DML at the candidates' size (it needs one candidate size and mixtures
+      trained at >= 3 sizes); `"best-observed"` ranks the candidates by their measured objective at the largest
+      trained size that holds the most of them (no law; candidates not trained there rank last, and with none
+      trained at all it has no pick).
       When `train` holds a single size, no law can say how size changes the ranking: every law method then
       predicts at that size (the `at_size` column says so) and `"dml"` is skipped.
     - `restarts`: of every fit; `key`: the fits' random key; `name`: the `data` column.
@@ -213,6 +214,8 @@ def _combine(weights: Mapping[str, float], losses: list[str], values: np.ndarray
 
 
 def _template(law: str, n: int, scale: float, key: Array) -> Any:
+    if law == "camel-data":  # tokens are not an input here: the data term is folded into each run's own count
+        return CAMELData.sample_init(key, n_datasets=n, n_domains=3, tied=True, tokens=False, size_scale=scale)
     if law == "sodm":
         return SODMAdditive.sample_init(key, n_datasets=n, tokens=False, size_scale=scale)
     return CAMEL.sample_init(key, n_datasets=n, n_domains=3, tied=law == "camel", size_scale=scale)

@@ -29,7 +29,7 @@ from . import __version__
 from ._bootstrap import BootstrapResult
 from ._fit import FitResult
 from ._pipeline import Pipeline
-from .laws import CAMEL, DML, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
+from .laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 
 FORMAT_VERSION = 1
 
@@ -38,7 +38,7 @@ _MAX_STRUCTURE_INT = 100_000
 _MAX_INPUTS = 16
 _MAX_METADATA_BYTES = 1_000_000
 
-_SHIPPED: tuple[type, ...] = (CAMEL, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark)
+_SHIPPED: tuple[type, ...] = (CAMEL, CAMELData, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark)
 
 # A user's own law classes, as `save` and `load` take them: a sequence of classes (each named `module:qualname` in
 # files) or a mapping {name in files: class}.

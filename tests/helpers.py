@@ -104,6 +104,15 @@ def np_camel(p: dict[str, np.ndarray], r: np.ndarray, M: np.ndarray) -> np.ndarr
     return total
 
 
+def np_camel_data(p, r, M, D=None):
+    """CAMEL plus sum_i G_i / (eta_i D)^gamma_i (D = 1 when the data term is at a fixed token count)."""
+    total = np_camel(p, r, M)
+    D = np.ones(len(M)) if D is None else D
+    for i in range(len(p["G"])):
+        total += p["G"][i] / ((r @ p["t"][i]) * D) ** p["gamma"][i]
+    return total
+
+
 def np_dml(p, r):
     return sum(p["S"][i] * (p["C"][i] + p["K"][i] * np.exp(r @ p["t"][i])) for i in range(len(p["S"])))
 
@@ -182,6 +191,32 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             size_scale=1e9,
         )
         return Case(name, law, (r, N), np_camel, True)
+    if name == "CAMELData":
+        law = cj.CAMELData.from_params(
+            t=t,
+            K=rng.uniform(0.2, 2, k) * 1e3,
+            alpha=rng.uniform(0.2, 0.9, k),
+            beta=rng.uniform(0.2, 0.4, k),
+            C=1.7,
+            G=rng.uniform(0.2, 2, k) * 1e3,
+            gamma=rng.uniform(0.1, 0.4, k),
+            size_scale=1e9,
+            tokens_scale=1e10,
+        )
+        return Case(name, law, (r, N, D), np_camel_data, True)
+    if name == "CAMELData_tied_shared":
+        law = cj.CAMELData.from_params(
+            t=t,
+            K=rng.uniform(0.2, 2, k),
+            beta=rng.uniform(0.3, 1.2, k),
+            C=1.7,
+            G=rng.uniform(0.05, 0.5, k),
+            tied=True,
+            shared_exponents=True,
+            tokens=False,
+            capacity_exponent=3.0,
+        )
+        return Case(name, law, (r, M), np_camel_data, True)
     if name == "DML":
         law = cj.DML.from_params(
             t=rng.normal(size=(k, n)), S=rng.uniform(0.2, 1, k), C=rng.uniform(0, 1, k), K=rng.uniform(0.1, 1, k)
@@ -233,6 +268,8 @@ CASES = [
     "CAMEL",
     "CAMEL_tied",
     "CAMEL_scaled",
+    "CAMELData",
+    "CAMELData_tied_shared",
     "DML",
     "SODMAdditive",
     "SODMAdditive_notokens",

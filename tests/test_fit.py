@@ -159,6 +159,33 @@ def test_camel_tied_recovers_predictions_and_parameters_up_to_permutation():
     assert rel(fitted["C"], expected["C"]) < 1e-4
 
 
+def test_camel_data_recovers_predictions_at_a_larger_size_and_token_count():
+    """The data term (eta_i D)^-gamma_i is identified by runs at several token counts: the fit extrapolates in
+    both M and D."""
+    rng = np.random.default_rng(4)
+    true = cj.CAMELData.from_params(
+        t=[[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]],
+        K=[1.2, 0.8],
+        alpha=[0.4, 0.6],
+        beta=[0.6, 0.9],
+        C=1.5,
+        G=[0.5, 0.3],
+        gamma=[0.3, 0.5],
+        tokens_scale=10.0,
+    )
+    P = 96
+    inputs = (random_mixtures(rng, P, 3), np.repeat(np.arange(4.0, 12.0), P // 8), rng.choice([5.0, 10.0, 20.0], P))
+    inputs = tuple(jnp.asarray(x) for x in inputs)
+    template = cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tokens_scale=10.0)
+    result = cj.fit(
+        template, inputs, true(*inputs), key=jax.random.key(1), restarts=32, options=cj.FitOptions(max_steps=3000)
+    )
+    r_new = jnp.asarray(random_mixtures(rng, 20, 3))
+    for size, tokens in ((11.0, 10.0), (22.0, 40.0)):
+        new = (r_new, jnp.full(20, size), jnp.full(20, tokens))
+        assert rel(result.predict(*new), true(*new)) < 1e-4
+
+
 def test_dml_recovers_predictions():
     rng = np.random.default_rng(3)
     true = cj.DML.from_params(t=rng.normal(size=(2, 3)), S=[0.6, 0.4], C=[1.0, 1.5], K=[0.5, 0.3])

@@ -36,9 +36,12 @@ def test_params_round_trip(name):
 def _static_options(law):
     """The structural keywords from_params needs beyond the constrained values."""
     opts = {}
-    for name in ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds"):
-        if hasattr(law, name) and name not in ("tokens",):
+    names = ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds")
+    for name in names + ("shared_exponents",):
+        if hasattr(law, name):
             opts[name] = getattr(law, name)
+    if isinstance(law, cj.CAMELData):  # SODM infers `tokens` from B; CAMELData's G is there either way
+        opts["tokens"] = law.tokens
     return opts
 
 
@@ -81,7 +84,7 @@ def test_gradients_match_central_finite_differences(name):
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "DML", "SODMAdditive", "SODMJoint"])
+@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "CAMELData", "DML", "SODMAdditive", "SODMJoint"])
 def test_zero_mixture_weights_give_finite_values_and_gradients(name):
     case = make_case(name, zeros=True)
     inputs = jnp_inputs(case.inputs)

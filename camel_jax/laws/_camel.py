@@ -23,6 +23,12 @@ from ._base import (
 )
 
 
+def tied_alpha(beta: Array, capacity_exponent: float) -> Array:
+    """The tied mixture exponent: alpha_i = a_i / (1 + a_i) with a_i = beta_i / c (Theorem 1's proof)."""
+    a = beta / capacity_exponent
+    return a / (1.0 + a)
+
+
 class CAMEL(AbstractLaw):
     """Capacity-aware mixture law.
 
@@ -70,8 +76,7 @@ class CAMEL(AbstractLaw):
     @property
     def alpha(self) -> Array:
         if self.tied:
-            a = self.beta / self.capacity_exponent
-            return a / (1.0 + a)
+            return tied_alpha(self.beta, self.capacity_exponent)
         assert self.raw_alpha is not None
         return positive(self.raw_alpha, self.alpha_bounds)
 
@@ -110,8 +115,7 @@ class CAMEL(AbstractLaw):
         """Build from constrained values. When `tied`, `alpha` is derived from `beta`; passing it is allowed only
         if it agrees (so that `from_params(**law.params(), tied=True)` round-trips)."""
         if tied and alpha is not None and not isinstance(alpha, jax.core.Tracer):
-            a = jnp.asarray(beta) / capacity_exponent
-            if not jnp.allclose(jnp.asarray(alpha), a / (1.0 + a), rtol=1e-8):
+            if not jnp.allclose(jnp.asarray(alpha), tied_alpha(jnp.asarray(beta), capacity_exponent), rtol=1e-8):
                 raise ValueError(
                     "`alpha` is determined by `beta` when tied=True (alpha = (beta/c) / (1 + beta/c)); "
                     "the given alpha disagrees: omit it"
