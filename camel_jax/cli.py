@@ -22,7 +22,11 @@ import numpy as np
 
 from . import __version__
 
-LAWS = ("camel", "camel-tied", "sodm-additive", "sodm-joint", "dml", "chinchilla", "power")
+LAWS = ("camel", "camel-tied", "camel-data", "camel-data-tied", "sodm-additive", "sodm-joint", "dml", "chinchilla",
+        "power", "auto")  # fmt: skip
+# The candidates of `--law auto`, chosen by held-out error at the largest size (camel-data* need a tokens column).
+AUTO_LAWS = ("camel-tied", "camel", "sodm-additive", "camel-data", "camel-data-tied")
+TOKEN_LAWS = ("chinchilla", "sodm-additive", "sodm-joint", "camel-data", "camel-data-tied")
 
 
 class UserError(Exception):
@@ -48,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser("fit", help="fit a law to a CSV of runs; write JSON (with intervals), .npz and a figure")
     fit.add_argument("csv", help="the runs table")
-    fit.add_argument("--law", choices=LAWS, default="camel-tied", help="the law (default camel-tied)")
+    auto = f"auto: the lowest held-out error at the largest size among {', '.join(AUTO_LAWS)}"
+    fit.add_argument("--law", choices=LAWS, default="camel-tied", help=f"the law (default camel-tied); {auto}")
     fit.add_argument("--mixture", help="comma-separated mixture columns (default: every column starting with r_)")
     fit.add_argument("--size", help="model-size column (default: 'size' if present)")
     fit.add_argument("--tokens", help="tokens column (default: 'tokens' if present and the law uses it)")
@@ -196,12 +201,14 @@ def _write_outputs(files: dict[Path, Any]) -> None:
         raise
 
 
-def _law_template(args: argparse.Namespace, n: int, size_scale: float, tokens_scale: float):
+def _law_template(args: argparse.Namespace, table: _Table):
+    """A template of `args.law` for the columns of `table` (reference scales: their geometric means)."""
     import jax
 
     from . import laws
 
     key = jax.random.key(args.seed)
+    n, size_scale, tokens_scale = len(table.mixture), table.scale(table.size), table.scale(table.tokens)
     if args.law in ("camel", "camel-tied"):
         tied = args.law == "camel-tied"
         return laws.CAMEL.sample_init(
@@ -212,12 +219,22 @@ def _law_template(args: argparse.Namespace, n: int, size_scale: float, tokens_sc
             capacity_exponent=args.capacity_exponent,
             size_scale=size_scale,
         )
+    if args.law in ("camel-data", "camel-data-tied"):
+        return laws.CAMELData.sample_init(
+            key,
+            n_datasets=n,
+            n_domains=args.domains,
+            tied=args.law == "camel-data-tied",
+            capacity_exponent=args.capacity_exponent,
+            size_scale=size_scale,
+            tokens_scale=tokens_scale,
+        )
     if args.law == "dml":
         return laws.DML.sample_init(key, n_datasets=n, n_domains=args.domains)
     if args.law in ("sodm-additive", "sodm-joint"):
         cls = laws.SODMAdditive if args.law == "sodm-additive" else laws.SODMJoint
         return cls.sample_init(
-            key, n_datasets=n, tokens=args.tokens is not None, size_scale=size_scale, tokens_scale=tokens_scale
+            key, n_datasets=n, tokens=table.tokens is not None, size_scale=size_scale, tokens_scale=tokens_scale
         )
     if args.law == "chinchilla":
         return laws.Chinchilla.sample_init(key, size_scale=size_scale, tokens_scale=tokens_scale)
@@ -264,10 +281,10 @@ def _fit_columns(args: argparse.Namespace, df: Any) -> _Table:
     if uses_size and size is None:
         raise UserError(f"the {args.law} law needs a model-size column: --size (columns: {list(df.columns)})")
     tokens = args.tokens
-    if tokens is None and "tokens" in df.columns and args.law in ("chinchilla", "sodm-additive", "sodm-joint"):
+    if tokens is None and "tokens" in df.columns and args.law in TOKEN_LAWS:
         tokens = "tokens"
-    if args.law == "chinchilla" and tokens is None:
-        raise UserError("the chinchilla law needs a tokens column: --tokens")
+    if args.law in ("chinchilla", "camel-data", "camel-data-tied") and tokens is None:
+        raise UserError(f"the {args.law} law needs a tokens column: --tokens")
     if args.target not in df.columns:
         raise UserError(f"column {args.target!r} not found (--target); available columns: {list(df.columns)}")
     if args.law == "dml":
@@ -306,8 +323,11 @@ def _fit(args: argparse.Namespace) -> None:
         raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
     prefix = Path(args.out)
     _check_destination(prefix)
-    table = _fit_columns(args, _read_csv(args.csv))
-    template = _law_template(args, len(table.mixture), table.scale(table.size), table.scale(table.tokens))
+    df = _read_csv(args.csv)
+    if args.law == "auto":
+        args = _choose_law(args, df)
+    table = _fit_columns(args, df)
+    template = _law_template(args, table)
     key = jax.random.key(args.seed)
     result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts)
     out = {
@@ -329,6 +349,28 @@ def _fit(args: argparse.Namespace) -> None:
     )
     _print_fit(out, boot)
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
+
+
+def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
+    """`--law auto`: every `AUTO_LAWS` candidate the table can feed, fitted below the largest size and scored
+    there (`select_law`); prints the ranking and returns `args` with the winner."""
+    import jax
+
+    from ._select import select_law
+
+    tokens = args.tokens or ("tokens" if "tokens" in df.columns else None)
+    names = [name for name in AUTO_LAWS if tokens is not None or name not in TOKEN_LAWS]
+    base = _fit_columns(argparse.Namespace(**(vars(args) | {"law": "camel-data" if tokens else "camel-tied"})), df)
+    laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), base) for name in names}
+    try:
+        winner, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16))
+    except ValueError as error:
+        raise UserError(f"--law auto: {error}") from None
+    mean = table.groupby("law", sort=False)["error"].mean().sort_values()
+    held_out = ", ".join(f"{s:.4g}" for s in sorted(table["test_size"].unique()))
+    print(f"--law auto: held-out MAPE at size {held_out}: " + ", ".join(f"{n} {e:.3f}%" for n, e in mean.items()))
+    print(f"--law auto: fitting {winner} on every run")
+    return argparse.Namespace(**(vars(args) | {"law": winner}))
 
 
 def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:

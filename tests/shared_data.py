@@ -104,3 +104,33 @@ def regmix_decision() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[st
     test_60m = runs("test_mixture_60m.csv", "test_pile_loss_60m.csv", 6e7)
     test_1m = runs("test_mixture_1m.csv", "test_pile_loss_1m.csv", 1e6)
     return train, test_60m, test_1m, mixture, {"pile_cc": {"pile_cc_val_loss": 1.0}}
+
+
+# --- held-out law selection across token counts (issue 15): every run, with its tokens -------------------------
+
+
+def dmsl_runs() -> tuple[pd.DataFrame, list[str], list[str]]:
+    """dmsl_shukor2025, every (mixture, size, token count) run: (runs with `size` and `tokens`, mixture columns,
+    the 7 SlimPajama validation-loss columns)."""
+    df = dmsl_shukor2025().rename(columns={"model_size": "size", "n_tokens": "tokens"})
+    mixture = [c for c in df.columns if c.startswith("weight_")]
+    losses = [f"{c.removeprefix('weight_')}_loss" for c in mixture]
+    return df, mixture, losses
+
+
+def mixinglaws_runs() -> tuple[pd.DataFrame, list[str]]:
+    """mixinglaws_ye2024 5Mix, every (run, step): the validation loss weighted by valid_weight.json, with `size`
+    (non-embedding parameters), `tokens` (step x 2^20) and `run_id` (>= 900: the paper's optimised mixtures)."""
+    import json
+
+    df = mixinglaws_ye2024("5Mix")
+    weights = json.loads((path("mixinglaws_ye2024") / "valid_weight.json").read_text())
+    df = df.assign(w=df["valid_domain"].map(weights))
+    keys = ["model_size_label", "nonembedding_params", "run_id", "train_mixture", "step", "tokens"]
+    total = df.assign(wl=df["loss"] * df["w"]).groupby(keys)[["wl", "w"]].sum().reset_index()
+    total["loss"] = total["wl"] / total["w"]
+    r = np.array([[float(x) for x in m.split("-")] for m in total["train_mixture"]])
+    mixture = [f"r{j}" for j in range(r.shape[1])]
+    total = total.drop(columns=["wl", "w"]).assign(**{c: r[:, j] for j, c in enumerate(mixture)})
+    total = total.rename(columns={"nonembedding_params": "size"}).astype({"size": float, "tokens": float})
+    return total, mixture

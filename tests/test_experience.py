@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from helpers import known_tied_camel
+from helpers import known_tied_camel, make_case
 
 import camel_jax as cj  # noqa: E402
 from camel_jax import cli, plot, simulate  # noqa: E402
@@ -65,6 +65,7 @@ def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
         (["fit", "{csv}", "--target", "lost"], "column 'lost' not found"),
         (["fit", "{csv}", "--mixture", "r_english,r_nope"], "column 'r_nope' not found"),
         (["fit", "{bad}"], "column 'loss' has a non-numeric value 'oops' at row 2"),
+        (["fit", "{notokens}", "--law", "camel-data"], "the camel-data law needs a tokens column: --tokens"),
         (["design", "--sizes", "4,5,x", "--budget", "1e20"], "--sizes must be comma-separated numbers"),
         (["design", "--sizes", "4,5", "--budget", "1e20", "--strategy", "circle"], "unknown strategy 'circle'"),
         (["optimize", "missing.npz", "--size", "20"], "no such file"),
@@ -75,10 +76,26 @@ def test_cli_bad_input_exits_2_with_one_line(argv, message, runs_csv, tmp_path, 
     table = pd.read_csv(runs_csv).astype({"loss": object})
     table.loc[2, "loss"] = "oops"
     table.to_csv(bad, index=False)
-    argv = [a.format(csv=runs_csv, bad=bad) for a in argv]
+    notokens = tmp_path / "notokens.csv"
+    pd.read_csv(runs_csv).drop(columns="tokens").to_csv(notokens, index=False)
+    argv = [a.format(csv=runs_csv, bad=bad, notokens=notokens) for a in argv]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_cli_fit_law_auto_ranks_every_candidate_by_held_out_error(runs_csv, tmp_path, capsys):
+    prefix = tmp_path / "auto"
+    argv = ["fit", str(runs_csv), "--law", "auto", "--resamples", "0", "--restarts", "4", "--out", str(prefix)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    ranking = printed.split("held-out MAPE at size 10: ")[1].splitlines()[0]
+    assert all(name in ranking for name in cli.AUTO_LAWS)  # the table has a tokens column: every candidate runs
+    winner = printed.split("--law auto: fitting ")[1].split()[0]
+    assert ranking.startswith(winner + " ")
+    law = json.loads((tmp_path / "auto.json").read_text())["law"]
+    assert law == {"camel": "CAMEL", "camel-tied": "CAMEL", "sodm-additive": "SODMAdditive"}.get(winner, "CAMELData")
 
 
 def test_cli_design_writes_a_runs_table_within_budget(tmp_path, capsys):
@@ -148,6 +165,9 @@ def test_save_load_round_trips_exactly(tmp_path):
     )
     back = cj.load(cj.save(pipe, tmp_path / "pipe"))
     assert same_tree(pipe, back) and back.benchmark_weights == pipe.benchmark_weights
+    data_law = make_case("CAMELData_tied_shared").law  # a law with two derived exponents and no tokens input
+    pipe = cj.Pipeline({"mmlu": data_law}, pipe.benchmark_laws, {"mmlu": 1.0})
+    assert same_tree(pipe, cj.load(cj.save(pipe, tmp_path / "data_law")))
 
 
 def test_load_refuses_newer_formats_and_unknown_laws(tmp_path):

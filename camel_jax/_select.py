@@ -1,0 +1,103 @@
+"""Choose a law by held-out extrapolation error, never by its training objective (issue 15)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import pandas as pd
+from jaxtyping import Array
+
+from ._evaluate import METRICS, extrapolation_error
+from ._io import MixtureData
+from ._options import FitOptions
+
+SELECT_COLUMNS = ("law", "test_size", "n_train", "error", "converged", "rank")
+
+
+def takes_tokens(law: Any) -> bool:
+    """Whether a law takes the tokens input: it declares `tokens=True` in its structure (SODM, CAMELData)."""
+    return bool(isinstance(law, eqx.Module) and hasattr(law, "structure") and law.structure().get("tokens", False))
+
+
+def law_data(law: Any, data: MixtureData, name: str) -> MixtureData:
+    """`data` as `law` takes it: without the tokens column for a law of (r, M), an error if tokens are missing."""
+    if takes_tokens(law):
+        if data.tokens is None:
+            raise ValueError(f"law {name!r} takes tokens, but `data` has none: build MixtureData with `tokens`")
+        return data
+    if data.tokens is None:
+        return data
+    return eqx.tree_at(lambda d: d.tokens, data, None, is_leaf=lambda x: x is None)
+
+
+def _held_out(data: MixtureData, holdout: str | Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(training sizes, held-out sizes): the largest size, or the sizes given."""
+    if data.size is None:
+        raise ValueError("`select_law` scores held-out model sizes: build MixtureData with `size`")
+    sizes = np.unique(np.asarray(data.size))
+    if isinstance(holdout, str):
+        if holdout != "largest_size":
+            raise ValueError(f"`holdout` must be 'largest_size' or a sequence of sizes; got {holdout!r}")
+        test = sizes[-1:]
+    else:
+        test = np.unique(np.asarray(holdout, dtype=float))
+        missing = [s for s in test if not np.any(np.isclose(sizes, s))]
+        if missing or test.size == 0:
+            raise ValueError(f"`holdout` sizes {missing or list(test)} are not in the data; sizes: {sizes.tolist()}")
+    train = sizes[sizes < test.min()]
+    if train.size < 2:
+        raise ValueError(
+            f"`select_law` needs >= 2 training sizes below the held-out {test.tolist()}; the data hold {sizes.tolist()}"
+        )
+    return train, test
+
+
+def select_law(
+    laws: Mapping[str, Any],
+    data: MixtureData,
+    *,
+    key: Array,
+    holdout: str | Sequence[float] = "largest_size",
+    metric: str = "mape",
+    restarts: int = 16,
+    options: FitOptions | None = None,
+) -> tuple[str, pd.DataFrame]:
+    """Fit each candidate law on every run below the held-out size(s) and score its predictions there.
+
+    **Arguments**:
+    - `laws`: {name: law template or `DMLNested`}. A law that declares `tokens=True` in its structure (CAMELData,
+      SODM with tokens) is fitted on `(r, size, tokens)`; the others on `(r, size)`.
+    - `data`: the runs, with sizes (and tokens where a candidate takes them).
+    - `holdout`: `"largest_size"` (default) or the sizes to hold out; the law is fitted on every smaller size.
+    - `metric`: "mape" (percent), "mae" or "rmse"; `restarts`, `options`: of every fit.
+
+    **Returns**: (the winner's name, a frame with `SELECT_COLUMNS`): one row per (law, held-out size), `rank` 1 for
+    the lowest mean error over the held-out sizes; a law whose fit fails (non-finite error) ranks last. Laws are
+    ranked by held-out error alone: `converged` (or, for `DMLNested`, no mixture skipped) is reported, not used.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"`metric` must be one of {METRICS}; got {metric!r}")
+    if not laws:
+        raise ValueError("`laws` is empty: pass {name: law template}")
+    train, test = _held_out(data, holdout)
+    inputs = {name: law_data(law, data, name) for name, law in laws.items()}
+    mask = (np.asarray(data.size) < test.min()).astype(float)[None, :]
+    frames = []
+    for i, (name, law) in enumerate(laws.items()):
+        k = jax.random.fold_in(key, i)
+        frame = extrapolation_error(law, inputs[name], train.tolist(), test.tolist(), masks=mask, key=k, metric=metric,
+                                    restarts=restarts, options=options)  # fmt: skip
+        frames.append(frame.assign(law=name))
+    table = pd.concat(frames, ignore_index=True)
+    converged = table["converged"] if "converged" in table else pd.Series(np.nan, index=table.index, dtype=object)
+    if "n_skipped" in table:  # the nested DML baseline: "converged" when no mixture was skipped
+        converged = converged.where(table["n_skipped"].isna(), table["n_skipped"] == 0)
+    table["converged"] = converged.astype(bool)
+    mean = table.groupby("law", sort=False)["error"].mean()
+    order = sorted(mean.index, key=lambda name: (not np.isfinite(mean[name]), mean[name]))
+    table["rank"] = table["law"].map({name: j + 1 for j, name in enumerate(order)})
+    return str(order[0]), table[list(SELECT_COLUMNS) + [c for c in table if c not in SELECT_COLUMNS]]

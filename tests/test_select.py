@@ -1,0 +1,76 @@
+"""select_law: candidates fitted below the held-out size and ranked by their error there."""
+
+import jax
+import numpy as np
+import pytest
+from helpers import random_mixtures
+
+import camel_jax as cj
+
+
+def data_law_world():
+    """Runs of a tied CAMELData law whose mixture effect does not shrink with size (sizes 4-12, 3 datasets),
+    with a token column (constant: the paper's fixed cooldown) that only some candidates take."""
+    true = cj.CAMELData.from_params(
+        t=[[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]],
+        K=[2.0, 1.5],
+        beta=[0.9, 0.6],
+        C=1.5,
+        G=[0.15, 0.25],
+        gamma=[0.5, 0.8],
+        tied=True,
+        tokens=False,
+        capacity_exponent=3.0,
+    )
+    rng = np.random.default_rng(0)
+    sizes = np.repeat([4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0], 12)
+    r = np.tile(random_mixtures(rng, 12, 3), (7, 1))  # 12 mixtures, each trained at every size
+    y = np.asarray(true(r, sizes))
+    return cj.MixtureData(r, y, size=sizes, tokens=np.full(len(sizes), 2e10))
+
+
+@pytest.fixture(scope="module")
+def selection():
+    data = data_law_world()
+    key = jax.random.key(0)
+    laws = {
+        "camel-tied": cj.CAMEL.sample_init(key, n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0),
+        "camel-data-tied": cj.CAMELData.sample_init(
+            key, n_datasets=3, n_domains=2, tied=True, tokens=False, capacity_exponent=3.0
+        ),
+        "dml-nested": cj.DMLNested(n_domains=1),
+    }
+    return cj.select_law(laws, data, key=jax.random.key(1), restarts=16, options=cj.FitOptions(max_steps=3000))
+
+
+def test_the_law_that_holds_a_size_free_mixture_effect_wins_by_a_wide_margin(selection):
+    winner, table = selection
+    assert winner == "camel-data-tied"
+    assert list(table.columns[:6]) == list(cj.SELECT_COLUMNS)
+    error = table.set_index("law")["error"]
+    assert set(table["test_size"]) == {12.0} and set(table["n_train"]) == {72}
+    # noiseless data of its own form: the right law extrapolates to ~0; tied CAMEL cannot hold the effect at all
+    assert error["camel-data-tied"] < 0.03
+    assert error["camel-tied"] > 0.3 and error["dml-nested"] > 0.3
+    assert table.set_index("law")["rank"].to_dict() == {
+        name: 1 + int(np.sum(error < error[name])) for name in error.index
+    }
+
+
+def test_laws_get_the_inputs_they_take_and_bad_requests_fail_before_any_fit():
+    data = data_law_world()
+    camel = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2)
+    with_tokens = cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2)
+    assert len(cj._select.law_data(camel, data, "c").inputs) == 2  # (r, M): the tokens column is dropped
+    assert len(cj._select.law_data(with_tokens, data, "d").inputs) == 3
+    no_tokens = cj.MixtureData(data.r, data.y, size=data.size)
+    with pytest.raises(ValueError, match="law 'd' takes tokens"):
+        cj.select_law({"d": with_tokens}, no_tokens, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="not in the data"):
+        cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout=[20.0])
+    with pytest.raises(ValueError, match=">= 2 training sizes"):
+        cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout=[5.0, 12.0])
+    with pytest.raises(ValueError, match="`holdout` must be"):
+        cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout="smallest")
+    with pytest.raises(ValueError, match="`metric`"):
+        cj.select_law({"c": camel}, data, key=jax.random.key(0), metric="r2")
