@@ -52,8 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser("fit", help="fit a law to a CSV of runs; write JSON (with intervals), .npz and a figure")
     fit.add_argument("csv", help="the runs table")
-    auto = f"auto: the lowest held-out error at the largest size among {', '.join(AUTO_LAWS)}"
-    fit.add_argument("--law", choices=LAWS, default="camel-tied", help=f"the law (default camel-tied); {auto}")
+    auto = f"auto (default): the lowest held-out error at the largest size among {', '.join(AUTO_LAWS)}"
+    fit.add_argument("--law", choices=LAWS, default="auto", help=f"the law; {auto}")
     fit.add_argument("--mixture", help="comma-separated mixture columns (default: every column starting with r_)")
     fit.add_argument("--size", help="model-size column (default: 'size' if present)")
     fit.add_argument("--tokens", help="tokens column (default: 'tokens' if present and the law uses it)")
@@ -352,12 +352,17 @@ def _fit(args: argparse.Namespace) -> None:
 
 
 def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
-    """`--law auto`: every `AUTO_LAWS` candidate the table can feed, fitted below the largest size and scored
-    there (`select_law`); prints the ranking and returns `args` with the winner."""
+    """`--law auto` (the default): every `AUTO_LAWS` candidate the table can feed, fitted below the largest size
+    and scored there (`select_law`); prints the ranking and returns `args` with the winner. With fewer than 4
+    sizes (3 to train on, 1 to score) it fits tied CAMEL, as before `auto` existed."""
     import jax
 
     from ._select import select_law
 
+    size = args.size or "size"
+    if size not in df.columns or df[size].nunique() < 4:  # below 3 training sizes, a held-out score says little
+        print("--law auto: fewer than 4 model sizes, too few to hold one out: fitting camel-tied")
+        return argparse.Namespace(**(vars(args) | {"law": "camel-tied"}))
     tokens = args.tokens or ("tokens" if "tokens" in df.columns else None)
     names = [name for name in AUTO_LAWS if tokens is not None or name not in TOKEN_LAWS]
     base = _fit_columns(argparse.Namespace(**(vars(args) | {"law": "camel-data" if tokens else "camel-tied"})), df)

@@ -34,7 +34,8 @@ def runs_csv(tmp_path_factory):
 
 def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
     prefix = tmp_path / "fit"
-    assert cli.main(["fit", str(runs_csv), "--resamples", "20", "--restarts", "8", "--out", str(prefix)]) == 0
+    argv = ["fit", str(runs_csv), "--law", "camel-tied", "--resamples", "20", "--restarts", "8", "--out", str(prefix)]
+    assert cli.main(argv) == 0
     out = json.loads((tmp_path / "fit.json").read_text())
     assert out["law"] == "CAMEL" and set(out["intervals_95"]) == {"t", "K", "alpha", "beta", "C"}
     assert (tmp_path / "fit.png").stat().st_size > 10_000 and (tmp_path / "fit.npz").exists()

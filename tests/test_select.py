@@ -74,3 +74,26 @@ def test_laws_get_the_inputs_they_take_and_bad_requests_fail_before_any_fit():
         cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout="smallest")
     with pytest.raises(ValueError, match="`metric`"):
         cj.select_law({"c": camel}, data, key=jax.random.key(0), metric="r2")
+
+
+@pytest.mark.slow  # its own benchmark and pipeline fits compile anew
+def test_camel_data_runs_through_the_pipeline_bootstrap_save_and_optimizer(tmp_path):
+    from camel_jax import simulate
+
+    world = simulate.make_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 8.0], noise=0.002,
+                      key=jax.random.key(1))  # fmt: skip
+    losses = [c for c in runs.columns if c.startswith("loss_")]
+    fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu"], names=["mmlu"], key=jax.random.key(2),
+                             restarts=2)  # fmt: skip
+    law = cj.CAMELData.sample_init(jax.random.key(3), n_datasets=5, n_domains=2, tied=True, tokens=False,
+                                   capacity_exponent=3.0)  # fmt: skip
+    out = cj.fit_pipeline(world.mixture_data(runs, losses[0]), fits, {"mmlu": 1.0}, law=law, key=jax.random.key(4),
+                          n_resamples=4, restarts=2)  # fmt: skip
+    assert isinstance(out.pipeline.loss_laws["mmlu"], cj.CAMELData) and out.pipelines.batch_shape == (4,)
+    back = cj.load(cj.save(out.pipelines, tmp_path / "pipes"))
+    r = np.asarray(simulate.REFERENCE)[None, :]
+    np.testing.assert_array_equal(back.objective(r, np.full(1, 20.0)), out.pipelines.objective(r, np.full(1, 20.0)))
+    result = cj.optimal_mixture(out, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
+                                reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
+    assert abs(float(np.sum(result.r)) - 1) < 1e-6 and result.decision is not None
