@@ -33,6 +33,9 @@ from ._fit import huber as huber
 from ._fit import objective as objective
 from ._io import BenchmarkData as BenchmarkData
 from ._io import MixtureData as MixtureData
+from ._next import NEXT_COLUMNS as NEXT_COLUMNS
+from ._next import next_runs as next_runs
+from ._next import variance_reduction as variance_reduction
 from ._observed import OBSERVED_COLUMNS as OBSERVED_COLUMNS
 from ._observed import OBSERVED_METHODS as OBSERVED_METHODS
 from ._observed import backtest_observed as backtest_observed

@@ -1,0 +1,175 @@
+"""Choose the next training runs: the candidates whose outcome would most reduce the uncertainty of the decision at
+the target size, per FLOP (issue 16; the paper names adaptive allocation as future work)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jaxtyping import Array, ArrayLike
+
+from ._bootstrap import BootstrapResult
+from ._io import MixtureData
+from ._optimize import optimal_mixture
+from ._pipeline import Pipeline, PipelineFit
+
+NEXT_COLUMNS = ("order", "score", "score_per_flop", "cost", "cumulative_cost", "sd_after")
+
+
+def variance_reduction(q: ArrayLike, F: ArrayLike, noise: ArrayLike) -> np.ndarray:
+    """Expected reduction of Var(q) from observing each candidate once, from an ensemble [C].
+
+    With q [B] the decision quantity and F [B, C] the candidates' outcomes in each of B ensemble members (bootstrap
+    resamples), and `noise` the sd of one measured outcome (scalar or [C]):
+
+        score_c = Cov(q, f_c)^2 / (Var(f_c) + noise_c^2)
+
+    the variance q loses when f_c is observed, under the linear-Gaussian reading of the ensemble (the ensemble
+    Kalman update: Evensen 2003; as a rule for choosing experiments, expected variance reduction: Cohn, Ghahramani
+    & Jordan 1996). It is 0 where the members agree on the outcome (a run already measured without noise) and
+    Var(q) for a noiseless run of q itself; never more.
+    """
+    F = np.asarray(F)
+    S = _covariance(np.asarray(q, float), F.astype(float))
+    return _scores(S, _noise_variance(noise, F))
+
+
+def _noise_variance(noise: ArrayLike, F: np.ndarray) -> np.ndarray:
+    """noise^2 per candidate, floored at (100 eps |f_c|)^2 in F's precision: members that agree up to rounding
+    agree (otherwise a zero-noise score would be Var(q) corr^2 of rounding errors)."""
+    eps = np.finfo(F.dtype).eps if np.issubdtype(F.dtype, np.floating) else np.finfo(float).eps
+    floor = (100 * eps * np.abs(F.astype(float)).mean(axis=0)) ** 2
+    return np.broadcast_to(np.asarray(noise, float) ** 2, floor.shape) + floor
+
+
+def _covariance(q: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """Ensemble covariance of [q, f_1, ..., f_C], [(C+1), (C+1)]."""
+    Z = np.concatenate([q[:, None], F], axis=1)
+    Z = Z - Z.mean(axis=0)
+    return Z.T @ Z / max(Z.shape[0] - 1, 1)
+
+
+def _scores(S: np.ndarray, s2: np.ndarray) -> np.ndarray:
+    denominator = np.diag(S)[1:] + s2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, S[0, 1:] ** 2 / denominator, 0.0)
+
+
+def greedy_batch(
+    q: ArrayLike, F: ArrayLike, noise: ArrayLike, cost: ArrayLike, *, budget: float, batch: int
+) -> list[tuple[int, float, float]]:
+    """Up to `batch` candidates within `budget` FLOPs, each the best variance reduction per FLOP given the ones
+    chosen before it (their outcomes are conditioned on: a rank-one update of the ensemble covariance, so a second
+    copy of a chosen run is worth less than the first). Returns [(index, score, sd of q after)]."""
+    F = np.asarray(F)
+    S = _covariance(np.asarray(q, float), F.astype(float))
+    cost = np.asarray(cost, float)
+    s2 = _noise_variance(noise, F)
+    chosen: list[tuple[int, float, float]] = []
+    spent, negligible = 0.0, 1e-9 * S[0, 0]  # removes less than a billionth of today's Var(q): tells nothing
+    for _ in range(batch):
+        scores = _scores(S, s2)
+        useful = (spent + cost <= budget * (1 + 1e-12)) & (scores > negligible)
+        per_flop = np.where(useful, scores / cost, -np.inf)
+        c = int(np.argmax(per_flop))
+        if not useful[c]:
+            break
+        column = S[:, c + 1].copy()
+        S = S - np.outer(column, column) / (S[c + 1, c + 1] + s2[c])
+        spent += float(cost[c])
+        chosen.append((c, float(scores[c]), float(np.sqrt(max(S[0, 0], 0.0)))))
+    return chosen
+
+
+def _outcomes(fitted: Any, noise: float | None) -> tuple[Any, bool, float]:
+    """(f(r, M) -> [B, P], whether the decision maximizes f, the noise sd of one measured outcome)."""
+    if isinstance(fitted, PipelineFit):
+        if fitted.pipelines is None:
+            raise ValueError("`fitted` has no resamples: fit_pipeline(..., n_resamples=B) gives the ensemble")
+        noise = fitted.objective_noise if noise is None else noise
+        fitted = fitted.pipelines
+    if noise is None:
+        raise ValueError("`noise` (the sd of one measured outcome) is required unless `fitted` is a PipelineFit")
+    if isinstance(fitted, Pipeline):
+        if not fitted.batch_shape:
+            raise ValueError("`fitted` must be a batched Pipeline (one per resample): a single law has no spread")
+        return fitted.objective, True, float(noise)
+    if isinstance(fitted, BootstrapResult):
+        return (lambda r, M: jax.vmap(lambda law: law(r, M))(fitted.laws)), False, float(noise)
+    raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
+
+
+def next_runs(
+    fitted: PipelineFit | Pipeline | BootstrapResult,
+    candidates: pd.DataFrame,
+    *,
+    budget: float,
+    target_size: float,
+    key: Array,
+    batch: int = 1,
+    reference: ArrayLike | None = None,
+    noise: float | None = None,
+    mixture: Sequence[str] | None = None,
+    size: str = "size",
+    cost: str = "flops",
+) -> pd.DataFrame:
+    """The next runs to train: candidates ranked by how much their outcome would sharpen the decision, per FLOP.
+
+    The decision quantity q is, in each resample, the predicted objective (a pipeline; a loss law's loss) at the
+    recommended mixture r* at `target_size` (r*: `optimal_mixture` with `robust="mean"`), or its gain over
+    `reference` when one is given. A candidate's outcome is the same prediction at its own (mixture, size). Each
+    candidate is scored by `variance_reduction` (Cov(q, f_c)^2 / (Var(f_c) + noise^2), read off the resample
+    ensemble), and the batch is built greedily by score per FLOP, conditioning on the runs already chosen.
+
+    **Arguments**:
+    - `fitted`: a `PipelineFit` with resamples (its `objective_noise` is the default `noise`), a batched
+      `Pipeline`, or a `BootstrapResult` of a law of (r, M) (lower is better; pass `noise`, e.g. the fit's rms
+      residual).
+    - `candidates`: runs not yet trained: `mixture` columns (default: every `r_*` column), `size` and `cost`
+      (FLOPs, > 0) columns. Not modified.
+    - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `key`: the optimizer's starts.
+
+    **Returns**: the chosen rows of `candidates` in order of choice, with `NEXT_COLUMNS`: `score` (the variance of
+    q removed, in squared objective units), `score_per_flop`, `cost`, `cumulative_cost` and `sd_after` (the sd of q
+    once the runs so far are measured). Empty when no candidate fits the budget or none would tell anything.
+    `attrs["recommended"]` is r* [n] and `attrs["sd_before"]` the sd of q over the resamples today.
+    """
+    f, maximize, noise_sd = _outcomes(fitted, noise)
+    if not (np.isfinite(budget) and budget > 0):
+        raise ValueError(f"`budget` must be a positive number of FLOPs; got {budget!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"`batch` must be an integer >= 1; got {batch!r}")
+    if not isinstance(candidates, pd.DataFrame):
+        raise TypeError(f"`candidates` must be a DataFrame; got {type(candidates).__name__}")
+    columns = list(mixture) if mixture is not None else [c for c in candidates.columns if str(c).startswith("r_")]
+    table = MixtureData.from_frame(candidates, mixture=columns, target=cost, size=size)
+    n = len(columns)
+    M_t = jnp.full(1, float(target_size))
+    if maximize:
+        choice = optimal_mixture(fitted if isinstance(fitted, Pipeline) else fitted.pipelines, n, key=key,
+                                 model_size=float(target_size), robust="mean")  # fmt: skip
+    else:
+        choice = optimal_mixture(lambda r: -jnp.mean(f(r[None, :], M_t)), n, key=key)
+    r_star = jnp.asarray(choice.r)[None, :]
+    q = f(r_star, M_t)[:, 0]
+    if reference is not None:
+        q = q - f(jnp.asarray(reference, dtype=r_star.dtype)[None, :], M_t)[:, 0]
+    F = np.asarray(f(table.r, table.size))  # in the fit's precision: the rounding floor of `_noise_variance`
+    picks = greedy_batch(np.asarray(q), F, noise_sd, np.asarray(table.y), budget=float(budget), batch=batch)
+    index = [c for c, _, _ in picks]
+    out = candidates.iloc[index].copy()
+    spent = np.cumsum(np.asarray(table.y)[index]) if index else np.zeros(0)
+    out = out.assign(
+        order=np.arange(1, len(index) + 1),
+        score=[s for _, s, _ in picks],
+        score_per_flop=[s / float(np.asarray(table.y)[c]) for c, s, _ in picks],
+        cost=np.asarray(table.y)[index],
+        cumulative_cost=spent,
+        sd_after=[sd for _, _, sd in picks],
+    )
+    out.attrs = {"recommended": np.asarray(choice.r), "sd_before": float(np.std(np.asarray(q), ddof=1))}
+    return out
