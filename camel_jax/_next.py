@@ -3,9 +3,11 @@ the target size, per FLOP (issue 16; the paper names adaptive allocation as futu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -85,8 +87,30 @@ def greedy_batch(
     return chosen
 
 
-def _outcomes(fitted: Any, noise: float | None) -> tuple[Any, bool, float]:
-    """(f(r, M) -> [B, P], whether the decision maximizes f, the noise sd of one measured outcome)."""
+class _MeanLoss(eqx.Module):
+    """Minus the resample-mean loss at (r, size): its maximizer is a loss law's recommended mixture. A Module, so
+    that new laws of the same shapes reuse the optimizer's compiled program."""
+
+    laws: Any
+    size: Array
+
+    def __call__(self, r: Array) -> Array:
+        return -jnp.mean(_law_outcomes(self.laws, r[None, :], self.size))
+
+
+@eqx.filter_jit
+def _law_outcomes(laws: Any, r: Array, size: Array) -> Array:
+    return jax.vmap(lambda law: law(r, size))(laws)
+
+
+@eqx.filter_jit
+def _pipeline_outcomes(pipelines: Pipeline, r: Array, size: Array) -> Array:
+    return pipelines.objective(r, size)
+
+
+def _ensemble(fitted: Any, noise: float | None, target_size: float) -> tuple[Any, Any, dict[str, Any], float]:
+    """(f(r, M) -> [B, P] per resample, the objective `optimal_mixture` maximizes for the recommendation and its
+    keywords, the noise sd of one measured outcome)."""
     if isinstance(fitted, PipelineFit):
         if fitted.pipelines is None:
             raise ValueError("`fitted` has no resamples: fit_pipeline(..., n_resamples=B) gives the ensemble")
@@ -97,10 +121,20 @@ def _outcomes(fitted: Any, noise: float | None) -> tuple[Any, bool, float]:
     if isinstance(fitted, Pipeline):
         if not fitted.batch_shape:
             raise ValueError("`fitted` must be a batched Pipeline (one per resample): a single law has no spread")
-        return fitted.objective, True, float(noise)
+        options = {"model_size": float(target_size), "robust": "mean"}
+        return functools.partial(_pipeline_outcomes, fitted), fitted, options, float(noise)
     if isinstance(fitted, BootstrapResult):
-        return (lambda r, M: jax.vmap(lambda law: law(r, M))(fitted.laws)), False, float(noise)
+        objective = _MeanLoss(fitted.laws, jnp.full(1, float(target_size)))
+        return functools.partial(_law_outcomes, fitted.laws), objective, {}, float(noise)
     raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
+
+
+def _candidate_runs(candidates: Any, mixture: Sequence[str] | None, size: str, cost: str) -> MixtureData:
+    """The candidates' mixtures, sizes and costs (as the target), checked like any runs table."""
+    if not isinstance(candidates, pd.DataFrame):
+        raise TypeError(f"`candidates` must be a DataFrame; got {type(candidates).__name__}")
+    columns = list(mixture) if mixture is not None else [c for c in candidates.columns if str(c).startswith("r_")]
+    return MixtureData.from_frame(candidates, mixture=columns, target=cost, size=size)
 
 
 def next_runs(
@@ -138,38 +172,33 @@ def next_runs(
     once the runs so far are measured). Empty when no candidate fits the budget or none would tell anything.
     `attrs["recommended"]` is r* [n] and `attrs["sd_before"]` the sd of q over the resamples today.
     """
-    f, maximize, noise_sd = _outcomes(fitted, noise)
+    f, objective, options, noise_sd = _ensemble(fitted, noise, target_size)
     if not (np.isfinite(budget) and budget > 0):
         raise ValueError(f"`budget` must be a positive number of FLOPs; got {budget!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"`batch` must be an integer >= 1; got {batch!r}")
-    if not isinstance(candidates, pd.DataFrame):
-        raise TypeError(f"`candidates` must be a DataFrame; got {type(candidates).__name__}")
-    columns = list(mixture) if mixture is not None else [c for c in candidates.columns if str(c).startswith("r_")]
-    table = MixtureData.from_frame(candidates, mixture=columns, target=cost, size=size)
-    n = len(columns)
+    table = _candidate_runs(candidates, mixture, size, cost)
     M_t = jnp.full(1, float(target_size))
-    if maximize:
-        choice = optimal_mixture(fitted if isinstance(fitted, Pipeline) else fitted.pipelines, n, key=key,
-                                 model_size=float(target_size), robust="mean")  # fmt: skip
-    else:
-        choice = optimal_mixture(lambda r: -jnp.mean(f(r[None, :], M_t)), n, key=key)
+    choice = optimal_mixture(objective, table.n_datasets, key=key, **options)
     r_star = jnp.asarray(choice.r)[None, :]
     q = f(r_star, M_t)[:, 0]
     if reference is not None:
         q = q - f(jnp.asarray(reference, dtype=r_star.dtype)[None, :], M_t)[:, 0]
     F = np.asarray(f(table.r, table.size))  # in the fit's precision: the rounding floor of `_noise_variance`
     picks = greedy_batch(np.asarray(q), F, noise_sd, np.asarray(table.y), budget=float(budget), batch=batch)
-    index = [c for c, _, _ in picks]
-    out = candidates.iloc[index].copy()
-    spent = np.cumsum(np.asarray(table.y)[index]) if index else np.zeros(0)
-    out = out.assign(
-        order=np.arange(1, len(index) + 1),
-        score=[s for _, s, _ in picks],
-        score_per_flop=[s / float(np.asarray(table.y)[c]) for c, s, _ in picks],
-        cost=np.asarray(table.y)[index],
-        cumulative_cost=spent,
-        sd_after=[sd for _, _, sd in picks],
-    )
+    out = _chosen(candidates, picks, np.asarray(table.y))
     out.attrs = {"recommended": np.asarray(choice.r), "sd_before": float(np.std(np.asarray(q), ddof=1))}
     return out
+
+
+def _chosen(candidates: pd.DataFrame, picks: list[tuple[int, float, float]], cost: np.ndarray) -> pd.DataFrame:
+    """The chosen rows of `candidates` (a copy), in order of choice, with `NEXT_COLUMNS`."""
+    index = [c for c, _, _ in picks]
+    return candidates.iloc[index].assign(
+        order=np.arange(1, len(index) + 1),
+        score=[s for _, s, _ in picks],
+        score_per_flop=[s / cost[c] for c, s, _ in picks],
+        cost=cost[index],
+        cumulative_cost=np.cumsum(cost[index]),
+        sd_after=[sd for _, _, sd in picks],
+    )
