@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     opt.add_argument("--upper", default=None, help="per-dataset upper bounds (comma-separated)")
     opt.add_argument("--seed", type=int, default=0)
 
+    _next_parser(sub)
     design = sub.add_parser("design", help="choose (size, mixture) runs under a FLOPs budget -> CSV")
     design.add_argument("--sizes", required=True, help="model sizes, comma-separated, increasing (e.g. 4,5,6,7,8,10)")
     design.add_argument("--budget", type=float, required=True, help="compute budget (FLOPs, or the units of --costs)")
@@ -99,6 +100,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _next_parser(sub: Any) -> None:
+    nxt = sub.add_parser("next", help="the candidate runs that would most sharpen the decision, per FLOP -> CSV")
+    nxt.add_argument("--fit", required=True, help="a .npz of `camel-jax fit` (bootstrapped here), a batched pipeline "
+                     "or a BootstrapResult (camel_jax.save)")  # fmt: skip
+    nxt.add_argument("--candidates", required=True, help="CSV of runs not yet trained: r_* columns, size, flops")
+    nxt.add_argument("--budget", type=float, required=True, help="FLOPs the next runs may spend")
+    nxt.add_argument("--size", type=float, required=True, help="the target model size the decision is for")
+    nxt.add_argument("--batch", type=int, default=1, help="at most this many runs (default 1)")
+    nxt.add_argument("--noise", type=float, default=None, help="sd of one measured outcome (default: the fit's rms "
+                     "residual; required for a saved pipeline or bootstrap)")  # fmt: skip
+    nxt.add_argument("--reference", default=None, help="score the gain over this mixture (comma-separated)")
+    nxt.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of a `fit` .npz (default 200)")
+    nxt.add_argument("--seed", type=int, default=0)
+    nxt.add_argument("--out", default=None, help="also write the chosen runs to this CSV")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -106,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        if args.command in ("demo", "fit", "optimize"):
+        if args.command in ("demo", "fit", "optimize", "next"):
             configure_jax()
         if args.command == "demo":
             from ._demo import run_demo
@@ -116,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             _fit(args)
         elif args.command == "optimize":
             _optimize(args)
+        elif args.command == "next":
+            _next(args)
         elif args.command == "design":
             _design(args)
     except UserError as error:
@@ -503,6 +522,64 @@ def _optimize(args: argparse.Namespace) -> None:
     r = np.asarray(result.r)
     print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))
     print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+
+
+def _next(args: argparse.Namespace) -> None:
+    import jax
+
+    from ._next import next_runs
+
+    for name in ("budget", "size"):
+        value = getattr(args, name)
+        if not (np.isfinite(value) and value > 0):
+            raise UserError(f"--{name} must be a positive number; got {value}")
+    if args.noise is not None and not (np.isfinite(args.noise) and args.noise >= 0):
+        raise UserError(f"--noise must be >= 0; got {args.noise}")
+    candidates = _read_csv(args.candidates)
+    reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
+    key = jax.random.key(args.seed)
+    ensemble, noise = _ensemble_of(args, key)
+    out = next_runs(ensemble, candidates, budget=args.budget, target_size=args.size, key=key, batch=args.batch,
+                    reference=reference, noise=noise)  # fmt: skip
+    print(f"decision sd today {out.attrs['sd_before']:.4g}; recommended mixture at size {args.size:g}: "
+          + ", ".join(f"{x:.4f}" for x in out.attrs["recommended"]))  # fmt: skip
+    if out.empty:
+        print("no candidate within the budget would change the decision's uncertainty")
+    for _, row in out.iterrows():
+        print(f"  {int(row['order'])}. candidate row {row.name}: size {row['size']:g}, cost {row['cost']:.3g} FLOPs, "
+              f"sd after {row['sd_after']:.4g}")  # fmt: skip
+    if args.out:
+        out.to_csv(args.out, index=True, index_label="candidate_row")
+        print(f"wrote {args.out}")
+
+
+def _ensemble_of(args: argparse.Namespace, key: Any) -> tuple[Any, float | None]:
+    """The resample ensemble behind `next`, and the outcome noise: a saved ensemble as is; a `fit` .npz
+    bootstrapped here (warm-started from its best law), with its rms residual as the default noise."""
+    import jax
+
+    from ._bootstrap import BootstrapResult, bootstrap
+    from ._fit import FitResult
+    from ._pipeline import Pipeline
+    from ._save import load
+
+    if not Path(args.fit).is_file():
+        raise UserError(f"no such file: {args.fit}")
+    saved = load(args.fit)
+    if isinstance(saved, (BootstrapResult, Pipeline)):
+        if args.noise is None:
+            raise UserError(f"--noise is required with a saved {type(saved).__name__} (it holds no residuals)")
+        return saved, args.noise
+    if not isinstance(saved, FitResult) or len(saved.inputs) != 2 or np.ndim(saved.y) != 1:
+        raise UserError(f"{args.fit}: `next` needs one law of (mixture, size), a batched pipeline or a bootstrap")
+    if args.resamples < 2:
+        raise UserError(f"--resamples must be >= 2; got {args.resamples}")
+    residual = np.asarray(saved.y) - np.asarray(saved.predict(*saved.inputs))
+    noise = float(np.sqrt(np.average(residual**2, weights=np.asarray(saved.weights))))
+    warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(saved.objectives))[:4]], saved.laws)
+    boot = bootstrap(saved.law, saved.inputs, saved.y, key=key, n_resamples=args.resamples, inits=warm,
+                     weights=saved.weights, progress=False)  # fmt: skip
+    return boot, noise if args.noise is None else args.noise
 
 
 def _bounds(args: argparse.Namespace) -> dict[str, Any]:

@@ -57,6 +57,34 @@ def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
     printed = capsys.readouterr().out
     mixture = [float(x) for x in printed.split("optimal mixture: ")[1].splitlines()[0].split(", ")]
     assert abs(sum(mixture) - 1) < 1e-3 and all(x >= 0 for x in mixture)
+    runs = pd.read_csv(runs_csv)
+    columns = [c for c in runs.columns if c.startswith("r_")]
+    candidates = runs[columns].drop_duplicates().head(6).assign(size=[12.0, 16.0, 20.0] * 2)
+    candidates = candidates.assign(flops=6.0 * candidates["size"] ** 3)
+    candidates.to_csv(tmp_path / "candidates.csv", index=False)
+    budget = str(6.0 * 20.0**3 + 6.0 * 16.0**3)
+    argv = [
+        "next",
+        "--fit",
+        str(tmp_path / "fit.npz"),
+        "--candidates",
+        str(tmp_path / "candidates.csv"),
+        "--budget",
+        budget,
+        "--size",
+        "20",
+        "--batch",
+        "2",
+        "--resamples",
+        "20",
+        "--out",
+        str(tmp_path / "next.csv"),
+    ]
+    assert cli.main(argv) == 0
+    assert "recommended mixture at size 20" in capsys.readouterr().out
+    chosen = pd.read_csv(tmp_path / "next.csv")
+    assert 1 <= len(chosen) <= 2 and chosen["cumulative_cost"].iloc[-1] <= float(budget)
+    assert set(chosen["candidate_row"]) <= set(range(6)) and np.all(np.diff(chosen["sd_after"]) <= 1e-12)
 
 
 @pytest.mark.parametrize(
@@ -70,6 +98,8 @@ def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
         (["design", "--sizes", "4,5,x", "--budget", "1e20"], "--sizes must be comma-separated numbers"),
         (["design", "--sizes", "4,5", "--budget", "1e20", "--strategy", "circle"], "unknown strategy 'circle'"),
         (["optimize", "missing.npz", "--size", "20"], "no such file"),
+        (["next", "--fit", "missing.npz", "--candidates", "{csv}", "--budget", "1e20", "--size", "20"], "no such file"),
+        (["next", "--fit", "x.npz", "--candidates", "{csv}", "--budget", "-1", "--size", "20"], "--budget must be"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(argv, message, runs_csv, tmp_path, capsys):
