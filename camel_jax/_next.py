@@ -146,6 +146,7 @@ def next_runs(
     key: Array,
     batch: int = 1,
     reference: ArrayLike | None = None,
+    max_shift: float | None = None,
     noise: float | None = None,
     mixture: Sequence[str] | None = None,
     size: str = "size",
@@ -166,6 +167,7 @@ def next_runs(
     - `candidates`: runs not yet trained: `mixture` columns (default: every `r_*` column), `size` and `cost`
       (FLOPs, > 0) columns. Not modified.
     - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `key`: the optimizer's starts.
+    - `max_shift`: recommend within reference (1 +- max_shift), as `optimal_mixture` does (needs `reference`).
 
     **Returns**: the chosen rows of `candidates` in order of choice, with `NEXT_COLUMNS`: `score` (the variance of
     q removed, in squared objective units), `score_per_flop`, `cost`, `cumulative_cost` and `sd_after` (the sd of q
@@ -179,7 +181,8 @@ def next_runs(
         raise ValueError(f"`batch` must be an integer >= 1; got {batch!r}")
     table = _candidate_runs(candidates, mixture, size, cost)
     M_t = jnp.full(1, float(target_size))
-    choice = optimal_mixture(objective, table.n_datasets, key=key, **options)
+    region: dict[str, Any] = {} if max_shift is None else {"reference": reference, "max_shift": max_shift}
+    choice = optimal_mixture(objective, table.n_datasets, key=key, **options, **region)
     r_star = jnp.asarray(choice.r)[None, :]
     q = f(r_star, M_t)[:, 0]
     if reference is not None:
