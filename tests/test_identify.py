@@ -156,8 +156,8 @@ def test_cli_intervals_contain_every_identified_point_estimate(tmp_path, capsys)
     runs.to_csv(tmp_path / "runs.csv", index=False)
     prefix = tmp_path / "fit"
     cli.main(
-        ["fit", str(tmp_path / "runs.csv"), "--target", "loss_val0", "--out", str(prefix), "--restarts", "16",
-         "--resamples", "40"]
+        ["fit", str(tmp_path / "runs.csv"), "--law", "camel-tied", "--target", "loss_val0", "--out", str(prefix),
+         "--restarts", "16", "--resamples", "40"]
     )  # fmt: skip
     out = json.loads((tmp_path / "fit.json").read_text())
     printed = capsys.readouterr().out
