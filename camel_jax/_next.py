@@ -35,9 +35,13 @@ def variance_reduction(q: ArrayLike, F: ArrayLike, noise: ArrayLike) -> np.ndarr
     & Jordan 1996). It is 0 where the members agree on the outcome (a run already measured without noise) and
     Var(q) for a noiseless run of q itself; never more.
     """
+    return _scores(*_joint(q, F, noise))
+
+
+def _joint(q: ArrayLike, F: ArrayLike, noise: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(the ensemble covariance of [q, f_1, ..., f_C], each candidate's outcome noise variance)."""
     F = np.asarray(F)
-    S = _covariance(np.asarray(q, float), F.astype(float))
-    return _scores(S, _noise_variance(noise, F))
+    return _covariance(np.asarray(q, float), F.astype(float)), _noise_variance(noise, F)
 
 
 def _noise_variance(noise: ArrayLike, F: np.ndarray) -> np.ndarray:
@@ -67,10 +71,8 @@ def greedy_batch(
     """Up to `batch` candidates within `budget` FLOPs, each the best variance reduction per FLOP given the ones
     chosen before it (their outcomes are conditioned on: a rank-one update of the ensemble covariance, so a second
     copy of a chosen run is worth less than the first). Returns [(index, score, sd of q after)]."""
-    F = np.asarray(F)
-    S = _covariance(np.asarray(q, float), F.astype(float))
+    S, s2 = _joint(q, F, noise)
     cost = np.asarray(cost, float)
-    s2 = _noise_variance(noise, F)
     chosen: list[tuple[int, float, float]] = []
     spent, negligible = 0.0, 1e-9 * S[0, 0]  # removes less than a billionth of today's Var(q): tells nothing
     for _ in range(batch):

@@ -397,15 +397,21 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     return argparse.Namespace(**(vars(args) | {"law": winner}))
 
 
+def _best_starts(result: Any, n: int = 4) -> Any:
+    """The n lowest-objective starts of a fit (a batched law): warm starts for its bootstrap."""
+    import jax
+
+    return jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:n]], result.laws)
+
+
 def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:
     """Bootstrap intervals (warm-started from the 4 best starts) into `out`; None with --resamples 0."""
-    import jax
 
     from ._bootstrap import bootstrap
 
     if args.resamples == 0:
         return None
-    warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:4]], result.laws)
+    warm = _best_starts(result)
     boot = bootstrap(result.law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True)
     out["intervals_95"] = {
         k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
@@ -555,8 +561,7 @@ def _next(args: argparse.Namespace) -> None:
 
 def _ensemble_of(args: argparse.Namespace, key: Any) -> tuple[Any, float | None]:
     """The resample ensemble behind `next`, and the outcome noise: a saved ensemble as is; a `fit` .npz
-    bootstrapped here (warm-started from its best law), with its rms residual as the default noise."""
-    import jax
+    bootstrapped here (warm-started from its 4 best starts), with its rms residual as the default noise."""
 
     from ._bootstrap import BootstrapResult, bootstrap
     from ._fit import FitResult
@@ -576,7 +581,7 @@ def _ensemble_of(args: argparse.Namespace, key: Any) -> tuple[Any, float | None]
         raise UserError(f"--resamples must be >= 2; got {args.resamples}")
     residual = np.asarray(saved.y) - np.asarray(saved.predict(*saved.inputs))
     noise = float(np.sqrt(np.average(residual**2, weights=np.asarray(saved.weights))))
-    warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(saved.objectives))[:4]], saved.laws)
+    warm = _best_starts(saved)
     boot = bootstrap(saved.law, saved.inputs, saved.y, key=key, n_resamples=args.resamples, inits=warm,
                      weights=saved.weights, progress=False)  # fmt: skip
     return boot, noise if args.noise is None else args.noise
