@@ -7,7 +7,7 @@ DataFrame's index label), raised before any compute. The caller's DataFrame is n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -50,26 +50,17 @@ class MixtureData(eqx.Module):
         positive_target: bool = True,
     ):
         """Build from arrays, with the same checks as `from_frame` (rows are named by position)."""
-        r = np.array(r, dtype=float)
-        if r.ndim != 2:
-            raise ValueError(f"`r` must have shape (P, n_datasets); got {r.shape}")
+        r = _float_argument(r, "r")
+        if r.ndim != 2 or len(r) == 0:
+            raise ValueError(f"`r` must have shape (P, n_datasets) with P >= 1; got {r.shape}")
         columns = tuple(columns) or tuple(f"r{j}" for j in range(r.shape[1]))
-        frame = pd.DataFrame(r, columns=list(columns))
-        frame["__y"] = np.asarray(y, dtype=float)
-        extra = {"size": size, "tokens": tokens, "weight": weight, "group": group}
-        for name, value in extra.items():
-            if value is not None:
-                frame[f"__{name}"] = np.asarray(value)
-        parsed = _parse_mixture_frame(
-            frame,
-            mixture=list(columns),
-            target="__y",
-            size="__size" if size is not None else None,
-            tokens="__tokens" if tokens is not None else None,
-            weight="__weight" if weight is not None else None,
-            group="__group" if group is not None else None,
-            positive_target=positive_target,
-        )
+        _finite_columns(r, columns)
+        given = {"y": y, "size": size, "tokens": tokens, "weight": weight}
+        values = {role: _row_argument(v, role, len(r)) for role, v in given.items() if v is not None}
+        if group is not None:
+            values["group"] = _row_shape(np.asarray(group), "group", len(r))
+        names = {role: f"`{role}`" for role in values}
+        parsed = _check_mixture(r, values, _Rows(list(columns), names, range(len(r))), positive_target)
         self.r, self.y, self.weight = parsed["r"], parsed["y"], parsed["weight"]
         self.size, self.tokens, self.group = parsed["size"], parsed["tokens"], parsed["group"]
         self.columns = columns
@@ -140,16 +131,15 @@ class BenchmarkData(eqx.Module):
     columns: tuple[str, ...] = eqx.field(static=True, default=())
 
     def __init__(self, L: ArrayLike, y: ArrayLike, weight: ArrayLike | None = None, columns: Sequence[str] = ()):
-        L = np.array(L, dtype=float)
+        L = _float_argument(L, "L")
         if L.ndim != 2:
             raise ValueError(f"`L` must have shape (P, n_losses); got {L.shape}")
         columns = tuple(columns) or tuple(f"L{j}" for j in range(L.shape[1]))
-        frame = pd.DataFrame(L, columns=list(columns))
-        frame["__y"] = np.asarray(y, dtype=float)
-        if weight is not None:
-            frame["__weight"] = np.asarray(weight, dtype=float)
-        parsed = _parse_benchmark_frame(frame, list(columns), "__y", "__weight" if weight is not None else None)
-        self.L, self.y, self.weight = parsed
+        _finite_columns(L, columns)
+        y = _row_argument(y, "y", len(L))
+        w = _row_argument(weight, "weight", len(L)) if weight is not None else None
+        w = _weights(w, _Rows([], {"weight": "`weight`"}, range(len(L))))
+        self.L, self.y, self.weight = jnp.asarray(L), jnp.asarray(y), jnp.asarray(w)
         self.columns = columns
 
     @classmethod
@@ -177,7 +167,8 @@ def positive_columns(df: pd.DataFrame, columns: dict[str, str]) -> dict[str, Arr
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
     _require_columns(df, list(columns.values()))
-    return {role: jnp.asarray(_positive(df, column, role)) for role, column in columns.items()}
+    rows = _Rows([], {role: f"column {column!r}" for role, column in columns.items()}, df.index)
+    return {role: jnp.asarray(_positive(_numeric(df, column), role, rows)) for role, column in columns.items()}
 
 
 # --- checks -------------------------------------------------------------------------------------------------
@@ -204,6 +195,14 @@ def _require_columns(df: pd.DataFrame, columns: Sequence[str]) -> None:
         raise ValueError(f"column(s) {duplicated} named more than once")
 
 
+class _Rows(NamedTuple):
+    """How messages name what is checked: the mixture columns, each role's column or argument, the row labels."""
+
+    mixture: list[str]
+    names: dict[str, str]
+    labels: Sequence[Any]
+
+
 def _numeric(df: pd.DataFrame, column: str) -> np.ndarray:
     """The column as float64, or an error naming the first non-numeric, NaN or infinite row."""
     series = df[column]
@@ -212,36 +211,64 @@ def _numeric(df: pd.DataFrame, column: str) -> np.ndarray:
     if bad.any():
         row = series.index[np.argmax(bad.to_numpy())]
         raise ValueError(f"column {column!r} has a non-numeric value {series.loc[row]!r} at row {row!r}")
-    values = converted.to_numpy(dtype=float, na_value=np.nan)
+    return _finite(converted.to_numpy(dtype=float, na_value=np.nan), f"column {column!r}", df.index)
+
+
+def _float_argument(value: Any, name: str) -> np.ndarray:
+    try:
+        return np.array(value, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`{name}` must be numeric: {error}") from None
+
+
+def _row_argument(value: Any, name: str, n_rows: int) -> np.ndarray:
+    """A per-row argument of the array constructor as float64: shape (P,) and finite, or an error naming it."""
+    return _finite(_row_shape(_float_argument(value, name), name, n_rows), f"`{name}`", range(n_rows))
+
+
+def _row_shape(values: np.ndarray, name: str, n_rows: int) -> np.ndarray:
+    if values.shape != (n_rows,):
+        raise ValueError(f"`{name}` must have shape ({n_rows},), one entry per row; got {values.shape}")
+    return values
+
+
+def _finite(values: np.ndarray, name: str, labels: Sequence[Any]) -> np.ndarray:
     finite = np.isfinite(values)
     if not finite.all():
-        row = series.index[np.argmin(finite)]
-        raise ValueError(
-            f"column {column!r} has a missing or infinite value ({values[np.argmin(finite)]}) at row {row!r}"
-        )
+        i = int(np.argmin(finite))
+        raise ValueError(f"{name} has a missing or infinite value ({values[i]}) at row {labels[i]!r}")
     return values
 
 
-def _positive(df: pd.DataFrame, column: str, what: str) -> np.ndarray:
-    values = _numeric(df, column)
+def _finite_columns(a: np.ndarray, columns: Sequence[str]) -> None:
+    if len(columns) != a.shape[1]:
+        raise ValueError(f"`columns` names {len(columns)} columns for an array with {a.shape[1]}")
+    for j, column in enumerate(columns):
+        _finite(a[:, j], f"column {column!r}", range(len(a)))
+
+
+def _positive(values: np.ndarray, role: str, rows: _Rows) -> np.ndarray:
     bad = values <= 0
     if bad.any():
-        row = df.index[np.argmax(bad)]
-        raise ValueError(f"column {column!r} ({what}) must be > 0; got {values[np.argmax(bad)]} at row {row!r}")
+        i = int(np.argmax(bad))
+        what = f"{rows.names[role]} ({_ROLE.get(role, role)})"
+        raise ValueError(f"{what} must be > 0; got {values[i]} at row {rows.labels[i]!r}")
     return values
 
 
-def _weights(df: pd.DataFrame, column: str | None) -> np.ndarray:
-    if column is None:
-        return np.ones(len(df))
-    values = _numeric(df, column)
+def _weights(values: np.ndarray | None, rows: _Rows) -> np.ndarray:
+    if values is None:
+        return np.ones(len(rows.labels))
     bad = values < 0
     if bad.any():
-        row = df.index[np.argmax(bad)]
-        raise ValueError(f"column {column!r} (weights) must be >= 0; got {values[np.argmax(bad)]} at row {row!r}")
+        i = int(np.argmax(bad))
+        raise ValueError(f"{rows.names['weight']} (weights) must be >= 0; got {values[i]} at row {rows.labels[i]!r}")
     if not np.any(values > 0):
-        raise ValueError(f"column {column!r} (weights) is zero in every row: nothing to fit")
+        raise ValueError(f"{rows.names['weight']} (weights) is zero in every row: nothing to fit")
     return values
+
+
+_ROLE = {"y": "target", "size": "size", "tokens": "tokens"}
 
 
 def _parse_mixture_frame(
@@ -257,19 +284,30 @@ def _parse_mixture_frame(
 ) -> dict[str, Any]:
     if len(mixture) == 0:
         raise ValueError("`mixture` must name at least one column")
-    named = [*mixture, target, *(c for c in (size, tokens, weight, group) if c is not None)]
-    _require_columns(df, named)
+    given = {"y": target, "size": size, "tokens": tokens, "weight": weight, "group": group}
+    roles = {role: column for role, column in given.items() if column is not None}
+    _require_columns(df, [*mixture, *roles.values()])
     r = np.stack([_numeric(df, c) for c in mixture], axis=1)
+    values = {role: _numeric(df, column) for role, column in roles.items() if role != "group"}
+    if group is not None:
+        values["group"] = df[group].to_numpy()
+    names = {role: f"column {column!r}" for role, column in roles.items()}
+    return _check_mixture(r, values, _Rows(mixture, names, df.index), positive_target)
+
+
+def _check_mixture(r: np.ndarray, values: dict[str, Any], rows: _Rows, positive_target: bool) -> dict[str, Any]:
+    """The checks shared by both constructors, on float arrays; rows are renormalized to sum to 1."""
+    mixture = rows.mixture
     negative = r < 0
     if negative.any():
         i, j = np.argwhere(negative)[0]
-        raise ValueError(f"mixture column {mixture[j]!r} has a negative weight {r[i, j]} at row {df.index[i]!r}")
+        raise ValueError(f"mixture column {mixture[j]!r} has a negative weight {r[i, j]} at row {rows.labels[i]!r}")
     sums = r.sum(axis=1)
     off = np.abs(sums - 1.0) > MIXTURE_SUM_TOLERANCE
     if off.any():
         i = int(np.argmax(off))
         raise ValueError(
-            f"mixture columns {mixture} at row {df.index[i]!r} sum to {sums[i]:.6g}, not 1 "
+            f"mixture columns {mixture} at row {rows.labels[i]!r} sum to {sums[i]:.6g}, not 1 "
             f"(tolerance {MIXTURE_SUM_TOLERANCE}); is a mixture column missing?"
         )
     unobserved = ~np.any(r > 0, axis=0)
@@ -278,23 +316,18 @@ def _parse_mixture_frame(
             f"mixture column {mixture[int(np.argmax(unobserved))]!r} is zero in every row: a dataset never trained "
             "on has no measurable effect, and a law would extrapolate it freely; drop the column"
         )
-    r = r / sums[:, None]
-    y = _positive(df, target, "target") if positive_target else _numeric(df, target)
-    out: dict[str, Any] = {
-        "r": jnp.asarray(r),
-        "y": jnp.asarray(y),
-        "weight": jnp.asarray(_weights(df, weight)),
-        "size": jnp.asarray(_positive(df, size, "size")) if size is not None else None,
-        "tokens": jnp.asarray(_positive(df, tokens, "tokens")) if tokens is not None else None,
-        "group": None,
-    }
-    if tokens is not None and size is None:
+    if "tokens" in values and "size" not in values:
         raise ValueError("`tokens` needs `size` too: mixture laws take (r, size, tokens)")
-    if group is not None:
-        if df[group].isna().any():
-            row = df.index[np.argmax(df[group].isna().to_numpy())]
-            raise ValueError(f"column {group!r} (group) has a missing value at row {row!r}")
-        codes, _ = pd.factorize(df[group])
+    y = _positive(values["y"], "y", rows) if positive_target else values["y"]
+    out: dict[str, Any] = {"r": jnp.asarray(r / sums[:, None]), "y": jnp.asarray(y), "group": None}
+    out["weight"] = jnp.asarray(_weights(values.get("weight"), rows))
+    for role in ("size", "tokens"):
+        out[role] = jnp.asarray(_positive(values[role], role, rows)) if role in values else None
+    if "group" in values:
+        codes, _ = pd.factorize(values["group"])
+        if np.any(codes < 0):
+            i = int(np.argmax(codes < 0))
+            raise ValueError(f"{rows.names['group']} (group) has a missing value at row {rows.labels[i]!r}")
         out["group"] = jnp.asarray(codes)
     return out
 
@@ -306,5 +339,6 @@ def _parse_benchmark_frame(
         raise ValueError("`losses` must name at least one column")
     _require_columns(df, [*losses, target, *([weight] if weight else [])])
     L = np.stack([_numeric(df, c) for c in losses], axis=1)
-    y = _numeric(df, target)
-    return jnp.asarray(L), jnp.asarray(y), jnp.asarray(_weights(df, weight))
+    rows = _Rows(list(losses), {"weight": f"column {weight!r}"}, df.index)
+    w = _weights(_numeric(df, weight) if weight else None, rows)
+    return jnp.asarray(L), jnp.asarray(_numeric(df, target)), jnp.asarray(w)

@@ -136,6 +136,38 @@ def test_constructible_from_arrays_with_the_same_checks():
         cj.MixtureData(r=[0.5, 0.5], y=[2.0, 3.0])
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"r": [[0.5, np.nan], [0.2, 0.8]]}, r"column 'r1' has a missing or infinite value \(nan\) at row 0"),
+        ({"y": [2.0, -3.0]}, r"`y` \(target\) must be > 0; got -3.0 at row 1"),
+        ({"y": [2.0, np.inf]}, r"`y` has a missing or infinite value \(inf\) at row 1"),
+        ({"size": [1.0, 2.0, 3.0]}, r"`size` must have shape \(2,\), one entry per row"),
+        ({"size": ["a", 2.0]}, r"`size` must be numeric"),
+        ({"weight": [0.0, 0.0]}, r"`weight` \(weights\) is zero in every row"),
+        ({"group": ["run-a", None]}, r"`group` \(group\) has a missing value at row 1"),
+        ({"r": np.zeros((0, 2)), "y": []}, r"with P >= 1"),
+    ],
+)
+def test_array_constructor_names_the_argument_and_row(kwargs, message):
+    args = {"r": [[0.5, 0.5], [0.2, 0.8]], "y": [2.0, 3.0], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        cj.MixtureData(**args)
+
+
+def test_array_constructor_keeps_the_frame_constructors_arrays():
+    df = frame()
+    from_frame = build(df, group="run", weight="w")
+    columns = {name: df[name].to_numpy() for name in ("loss", "w", "size", "tokens", "run")}
+    r = df[MIX].to_numpy()
+    direct = cj.MixtureData(
+        r, columns["loss"], columns["w"], columns["size"], columns["tokens"], columns["run"], columns=MIX
+    )
+    for name in ("r", "y", "weight", "size", "tokens", "group"):
+        np.testing.assert_allclose(getattr(direct, name), getattr(from_frame, name), rtol=1e-15, err_msg=name)
+    assert direct.columns == from_frame.columns == tuple(MIX)
+
+
 def test_benchmark_data_validates_and_exposes_inputs():
     df = pd.DataFrame({"c4": [3.1, 3.4, 2.9], "code": [1.2, 1.5, 1.1], "acc": [0.4, 0.3, 0.5]})
     data = cj.BenchmarkData.from_frame(df, losses=["c4", "code"], target="acc")
@@ -144,6 +176,10 @@ def test_benchmark_data_validates_and_exposes_inputs():
         cj.BenchmarkData.from_frame(df.assign(acc=[0.4, np.nan, 0.5]), losses=["c4", "code"], target="acc")
     with pytest.raises(ValueError, match=r"column 'ppl' not found"):
         cj.BenchmarkData.from_frame(df, losses=["c4", "ppl"], target="acc")
+    with pytest.raises(ValueError, match=r"column 'L1' has a missing or infinite value \(nan\) at row 0"):
+        cj.BenchmarkData([[3.1, np.nan]], [0.4])
+    with pytest.raises(ValueError, match=r"`weight` \(weights\) must be >= 0; got -1.0 at row 0"):
+        cj.BenchmarkData([[3.1, 1.2]], [0.4], weight=[-1.0])
 
 
 def test_too_few_points_warns_and_recommends_tying():
