@@ -167,8 +167,7 @@ def positive_columns(df: pd.DataFrame, columns: dict[str, str]) -> dict[str, Arr
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
     _require_columns(df, list(columns.values()))
-    rows = _Rows([], {role: f"column {column!r}" for role, column in columns.items()}, df.index)
-    return {role: jnp.asarray(_positive(_numeric(df, column), role, rows)) for role, column in columns.items()}
+    return {role: jnp.asarray(_positive_column(df, column, role)) for role, column in columns.items()}
 
 
 # --- checks -------------------------------------------------------------------------------------------------
@@ -254,6 +253,11 @@ def _positive(values: np.ndarray, role: str, rows: _Rows) -> np.ndarray:
         what = f"{rows.names[role]} ({_ROLE.get(role, role)})"
         raise ValueError(f"{what} must be > 0; got {values[i]} at row {rows.labels[i]!r}")
     return values
+
+
+def _positive_column(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
+    """A DataFrame column that must be numeric, finite and > 0; errors name the column, its role and the row."""
+    return _positive(_numeric(df, column), role, _Rows([], {role: f"column {column!r}"}, df.index))
 
 
 def _weights(values: np.ndarray | None, rows: _Rows) -> np.ndarray:

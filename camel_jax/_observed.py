@@ -24,7 +24,7 @@ from jaxtyping import Array
 from ._checks import DESIGN_WARNINGS
 from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
-from ._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive, _require_columns
+from ._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
 from .laws import CAMEL, CAMELData, SODMAdditive
 
 OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
@@ -186,7 +186,7 @@ def _runs(df: pd.DataFrame, mixture: list[str], size: str, losses: list[str], wh
     if what == "train" and not np.all(np.any(r > 0, axis=0)):
         column = mixture[int(np.argmin(np.any(r > 0, axis=0)))]
         raise ValueError(f"mixture column {column!r} is zero in every training run: no law can learn its effect")
-    sizes = _positive(df, size, "size")
+    sizes = _positive_column(df, size, "size")
     missing = [c for c in losses if c not in df.columns]
     if missing:
         raise ValueError(f"`{what}` has no loss column(s) {missing}; available columns: {list(map(str, df.columns))}")
