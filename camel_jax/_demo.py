@@ -65,7 +65,7 @@ def run_demo(seed: int = 0, out: str = "camel-demo", quick: bool = False) -> dic
     _mixture_section(clock, setup, fitted, key, numbers)
     clock.section("4. figures")
     figures = _simulated_figures(setup, fits, fitted, data, key)
-    figures |= _gadre_section(clock, key, seed, numbers)
+    figures |= _gadre_section(clock, key, seed, numbers, n_splits=3 if quick else 10)
     for name, fig in figures.items():
         plot.save_figure(fig, str(out_dir / name))
     print(f"\n  figures written to {out_dir.resolve()}: " + ", ".join(figures))
@@ -228,7 +228,7 @@ def _simulated_figures(setup: _World, fits: Any, fitted: Any, data: Any, key: An
     }
 
 
-def _gadre_section(clock: _Clock, key: Any, seed: int, numbers: dict[str, Any]) -> dict[str, Any]:
+def _gadre_section(clock: _Clock, key: Any, seed: int, numbers: dict[str, Any], n_splits: int) -> dict[str, Any]:
     import camel_jax as cj
     from camel_jax import plot
 
@@ -237,17 +237,18 @@ def _gadre_section(clock: _Clock, key: Any, seed: int, numbers: dict[str, Any]) 
     g_losses = [c for c in gadre.columns if c.startswith("loss_")]
     g_bench = [c for c in gadre.columns if c.startswith("acc_")]
     sets = {"multi-loss (8)": g_losses, "single-loss (c4)": ["loss_c4_val"]}
-    heldout = cj.heldout_benchmark_error(gadre, sets, g_bench, key, n_splits=10)
+    heldout = cj.heldout_benchmark_error(gadre, sets, g_bench, key, n_splits=n_splits)
     per_split = heldout.groupby(["split", "losses"])["heldout_mae"].mean().unstack()
     diff = per_split["multi-loss (8)"] - per_split["single-loss (c4)"]
     table = heldout.groupby(["benchmark", "losses"])["heldout_mae"].mean().unstack()
     table.index = [b[4:] for b in table.index]
-    print("  held-out MAE, mean over 10 seeded 80/20 splits of the models:")
+    print(f"  held-out MAE, mean over {n_splits} seeded 80/20 splits of the models:")
     print("    " + table.round(4).to_string().replace("\n", "\n    "))
     print("    mean: " + ", ".join(f"{c} {v:.4f}" for c, v in table.mean().items()))
     print(
         f"    multi-loss minus single-loss, paired over splits: {diff.mean():+.4f} "
-        f"(standard error {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}; multi-loss better on {(diff < 0).sum()}/10)"
+        f"(standard error {diff.std(ddof=1) / np.sqrt(len(diff)):.4f}; "
+        f"multi-loss better on {(diff < 0).sum()}/{n_splits})"
     )
     numbers["gadre"] = table
     held = np.zeros(len(gadre), bool)

@@ -404,7 +404,9 @@ def fit(
     if inits is not None:
         _check_starts(law, inits, Y)
     warn_design(law, arrays, W)
-    result = fit_arrays(law, arrays, Y, W, key=key, restarts=restarts, inits=inits, options=options)
+    # `restarts` is static in the compiled program and unused with `inits`: one value keeps one program per shape.
+    result = fit_arrays(law, arrays, Y, W, key=key, restarts=restarts if inits is None else 1, inits=inits,
+                        options=options)  # fmt: skip
     _warn_unexplained(result)
     if throw and bool(np.any(np.asarray(result.n_failed) == np.asarray(result.objectives).shape[-1])):
         raise RuntimeError(

@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the end-to-end demo on data shipped in the package (offline)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--out", default="camel-demo", help="folder for the figures (default ./camel-demo)")
-    demo.add_argument("--quick", action="store_true", help="fewer bootstrap resamples")
+    demo.add_argument("--quick", action="store_true", help="fewer bootstrap resamples and held-out splits")
 
     fit = sub.add_parser("fit", help="fit a law to a CSV of runs; write JSON (with intervals), .npz and a figure")
     fit.add_argument("csv", help="the runs table")
