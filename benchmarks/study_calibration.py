@@ -53,7 +53,8 @@ def one_world(family: str, seed: int, B: int) -> tuple[list[dict], dict[str, flo
         jax.block_until_ready(boot.laws)
         cost["plain"] += time.perf_counter() - start
         start = time.perf_counter()
-        cal = cj.calibrate(law, data.inputs, data.y, key=jax.random.fold_in(key, 5), inits=point.law, strata=strata)
+        cal = cj.calibrate(law, data.inputs, data.y, key=jax.random.fold_in(key, 5), n_resamples=min(B, 100),
+                           inits=point.law, strata=strata)  # fmt: skip
         cost["calibration"] += time.perf_counter() - start
         for M in CHECK:
             size = np.full(len(mixtures), M)

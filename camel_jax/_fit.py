@@ -1,7 +1,9 @@
 """Fitting a law: one objective (weighted Huber of log residuals), one L-BFGS loop, restarts as a vmap.
 
 `fit_arrays` is the traceable core: it runs under the user's `jax.jit` and `jax.vmap` (checks that need values
-are `eqx.error_if`). `fit` wraps it with the host-side checks, the design warnings and `throw`.
+are `eqx.error_if`). `fit` makes the same checks on the host, with messages that name the row, and runs the same
+program without the run-time checks (`fit_compiled`: JAX's persistent cache stores it), plus the design warnings
+and `throw`.
 """
 
 from __future__ import annotations
@@ -272,8 +274,8 @@ def batch_axes(law: Any, batched: Any) -> int:
     return leaf.ndim - jax.tree.leaves(eqx.filter(law, eqx.is_array))[0].ndim
 
 
-def _checked(arrays: tuple[Array, ...], Y: Array, W: Array, options: FitOptions):
-    """Shape checks at trace time (`ValueError`), value checks at run time (`eqx.error_if`)."""
+def _checked(arrays: tuple[Array, ...], Y: Array, W: Array, options: FitOptions, values: bool = True):
+    """Shape checks at trace time (`ValueError`), value checks at run time (`eqx.error_if`) when `values`."""
     P = arrays[0].shape[0]
     for i, a in enumerate(arrays):
         if a.ndim == 0 or a.shape[0] != P:
@@ -282,6 +284,8 @@ def _checked(arrays: tuple[Array, ...], Y: Array, W: Array, options: FitOptions)
         raise ValueError(f"`y` must have shape (P,) or (T, P) with P={P}; got {Y.shape}")
     if W.shape != Y.shape:
         raise ValueError(f"`weights` must have the shape of `y` {Y.shape}; got {W.shape}")
+    if not values:
+        return arrays, Y, W
     arrays = tuple(
         eqx.error_if(a, ~jnp.all(jnp.isfinite(a)), f"`inputs[{i}]` has a non-finite value")
         for i, a in enumerate(arrays)
@@ -313,12 +317,28 @@ def fit_arrays(
     numerical failure (see `FitResult.status`): `fit` adds the host-side checks with messages that name rows,
     the design warnings and `throw`. Arguments as `fit`'s; `options` must be a `FitOptions`.
     """
+    return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=True)
+
+
+@eqx.filter_jit
+def fit_compiled(
+    law: Any, inputs: tuple[Array, ...], y: Array, weights: Array, key: Array, restarts: int, inits: Any,
+    options: FitOptions,
+) -> FitResult:  # fmt: skip
+    """`fit_arrays` without the run-time value checks, for callers that made them on the host (`fit`).
+
+    `eqx.error_if` compiles to a host callback, and JAX's persistent compilation cache does not store programs
+    with host callbacks: this program, the one `fit` runs, is stored, so a second process reuses it."""
+    return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=False)
+
+
+def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values: bool) -> FitResult:
     arrays = tuple(jnp.asarray(x) for x in inputs)
     Y = jnp.asarray(y)
     if not jnp.issubdtype(Y.dtype, jnp.floating):
         Y = Y.astype(jnp.result_type(float))
     W = jnp.ones_like(Y) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape)
-    arrays, Y, W = _checked(arrays, Y, W, options)
+    arrays, Y, W = _checked(arrays, Y, W, options, check_values)
     single = Y.ndim == 1
     starts = random_starts(law, key, restarts) if inits is None else inits
     per_target = inits is not None and batch_axes(law, inits) == 2
@@ -394,7 +414,7 @@ def fit(
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
 
     **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program
-    (`fit_arrays`, which this wraps with checks that name the offending row and with design warnings).
+    (`fit_arrays`' solver; `fit` adds checks that name the offending row, and design warnings).
     """
     options = resolve_options(options)
     count(restarts, "restarts")
@@ -404,9 +424,9 @@ def fit(
     if inits is not None:
         _check_starts(law, inits, Y)
     warn_design(law, arrays, W)
-    # `restarts` is static in the compiled program and unused with `inits`: one value keeps one program per shape.
-    result = fit_arrays(law, arrays, Y, W, key=key, restarts=restarts if inits is None else 1, inits=inits,
-                        options=options)  # fmt: skip
+    # `restarts` is static in the compiled program and unused with `inits`: one value keeps one program per shape;
+    # the values were checked above, so the program without run-time checks runs (and can be cached on disk).
+    result = fit_compiled(law, arrays, Y, W, key, restarts if inits is None else 1, inits, options)
     _warn_unexplained(result)
     if throw and bool(np.any(np.asarray(result.n_failed) == np.asarray(result.objectives).shape[-1])):
         raise RuntimeError(

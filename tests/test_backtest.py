@@ -124,7 +124,7 @@ def test_repeats_are_paired_and_budgets_respected():
 def test_one_compile_per_method_across_repeats_and_budgets():
     world = simulate.make_world(jax.random.key(0))
     full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
-    with traces_of("fit_arrays") as traces:
+    with traces_of("fit_compiled") as traces:
         table = cj.backtest(world, ["camel", "size-agnostic"], key=jax.random.key(0), repeats=2,
                             budgets=[0.5 * full, None], restarts=2)  # fmt: skip
     # one program for the loss-to-benchmark laws (every repeat, budget and benchmark), one for tied CAMEL (shared

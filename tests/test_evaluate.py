@@ -47,7 +47,7 @@ def test_strategy_masks_respect_the_budget():
 def test_true_law_extrapolates_exactly_and_repeats_compile_once():
     true, data = camel_world_data()
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
-    with traces_of("fit_arrays") as traces:
+    with traces_of("fit_compiled") as traces:
         table = cj.compare_laws(
             {"camel": template},
             data,

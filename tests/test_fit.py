@@ -261,7 +261,7 @@ def test_same_key_same_result_and_no_recompilation():
     y = true(*inputs)
     kwargs = dict(key=jax.random.key(5), restarts=3, options=cj.FitOptions(max_steps=50))
     a = cj.fit(true, inputs, y, **kwargs)
-    with traces_of("fit_arrays") as traces:
+    with traces_of("fit_compiled") as traces:
         b = cj.fit(true, inputs, y * 1.01, **{**kwargs, "key": jax.random.key(6)})  # new data and key, same shapes
         c = cj.fit(true, inputs, y, **kwargs)
     assert traces == []
