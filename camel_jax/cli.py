@@ -152,6 +152,7 @@ def configure_jax() -> Path | None:
 
     The cache lives in `$CAMEL_JAX_CACHE_DIR` (default `$XDG_CACHE_HOME/camel-jax/jax`, i.e.
     `~/.cache/camel-jax/jax`); `CAMEL_JAX_CACHE_DIR=off` disables it, and an unwritable folder runs without it.
+    JAX's own `JAX_COMPILATION_CACHE_DIR`, when set, is in force from the first compile on and is left as it is.
     Returns the folder in use, or None. Call it before anything is compiled."""
     import jax
 
@@ -159,6 +160,8 @@ def configure_jax() -> Path | None:
     setting = os.environ.get("CAMEL_JAX_CACHE_DIR", "").strip()
     if setting.lower() == "off":
         return None
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return Path(os.environ["JAX_COMPILATION_CACHE_DIR"])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     folder = Path(setting) if setting else base / "camel-jax" / "jax"
     try:

@@ -211,10 +211,16 @@ def test_fit_arrays_checks_values_inside_jit_with_error_if():
         cj.fit_arrays(law, (x,), jnp.ones(5), key=jax.random.key(0))
 
 
-@pytest.mark.parametrize("setting", ["folder", "off"])
+@pytest.mark.parametrize("setting", ["folder", "off", "jax"])
 def test_the_command_line_caches_compiled_programs(tmp_path, setting):
     folder = tmp_path / "cache"
-    env = {**os.environ, "CAMEL_JAX_CACHE_DIR": str(folder) if setting == "folder" else "off"}
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # the suite's shared cache
+    if setting == "jax":  # JAX's own variable, set by the user, stays in force
+        env["JAX_COMPILATION_CACHE_DIR"] = str(folder)
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        env.pop("CAMEL_JAX_CACHE_DIR", None)
+    else:
+        env["CAMEL_JAX_CACHE_DIR"] = str(folder) if setting == "folder" else "off"
     code = (
         "from camel_jax.cli import configure_jax; import jax; used = configure_jax(); "
         "jax.jit(lambda x: x * 2.0 + 1.0)(jax.numpy.ones(3)).block_until_ready(); print(used)"
