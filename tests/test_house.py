@@ -214,7 +214,7 @@ def test_fit_arrays_checks_values_inside_jit_with_error_if():
 @pytest.mark.parametrize("setting", ["folder", "off", "jax"])
 def test_the_command_line_caches_compiled_programs(tmp_path, setting):
     folder = tmp_path / "cache"
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # the suite's shared cache
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # a user's own JAX cache
     if setting == "jax":  # JAX's own variable, set by the user, stays in force
         env["JAX_COMPILATION_CACHE_DIR"] = str(folder)
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
