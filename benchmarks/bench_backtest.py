@@ -1,4 +1,4 @@
-"""Decision-backtest benchmark: a full backtest of one world (6 methods x 5 FLOPs budgets x 10 repeats).
+"""Decision-backtest benchmark: a full backtest of one world (every method x 5 FLOPs budgets x 10 repeats).
 
 Prints the time of the first call (compile included) and of a second call on a new world of the same family (the
 compiled programs are reused), against the target of <= 60 s per world on CPU, and the ratio to a baseline
@@ -62,7 +62,10 @@ def main() -> None:
     cells = 5 * args.repeats
     first, _ = timed_backtest(0, args.repeats)
     second, table = timed_backtest(1, args.repeats)
-    print(f"full backtest, 6 methods x 5 budgets x {args.repeats} repeats ({cells} cells per method):")
+    print(
+        f"full backtest, {len(cj.BACKTEST_METHODS)} methods x 5 budgets x {args.repeats} repeats "
+        f"({cells} cells per method):"
+    )
     print(f"  first world {first:.1f} s (compile included); second world {second:.1f} s; target <= 60 s per world")
     print("  median capture by method (second world): " + ", ".join(
         f"{m} {v:.2f}" for m, v in table.groupby("method")["capture"].median().items()))  # fmt: skip

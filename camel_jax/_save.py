@@ -11,6 +11,7 @@ parameter is checked before an object is returned.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,8 +28,9 @@ import numpy as np
 
 from . import __version__
 from ._bootstrap import BootstrapResult
+from ._calibrate import Calibration
 from ._fit import FitResult
-from ._pipeline import Pipeline
+from ._pipeline import Pipeline, PipelineFit
 from .laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 
 FORMAT_VERSION = 1
@@ -43,6 +45,8 @@ _SHIPPED: tuple[type, ...] = (CAMEL, CAMELData, DML, SODMAdditive, SODMJoint, Ch
 # A user's own law classes, as `save` and `load` take them: a sequence of classes (each named `module:qualname` in
 # files) or a mapping {name in files: class}.
 UserLaws = Sequence[type] | Mapping[str, type] | None
+# What `save` writes and `load` returns.
+Saveable = FitResult | BootstrapResult | Pipeline | PipelineFit
 
 
 def known_laws(laws: UserLaws = None) -> dict[str, type]:
@@ -138,11 +142,15 @@ def _data_hash(arrays: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-def save(obj: FitResult | BootstrapResult | Pipeline, path: str | Path, *, laws: UserLaws = None) -> Path:
-    """Save a FitResult, BootstrapResult or Pipeline to `path` (a `.npz` file; the suffix is added if missing).
+def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None) -> Path:
+    """Save a FitResult, BootstrapResult, Pipeline or PipelineFit to `path` (a `.npz` file; the suffix is added
+    if missing).
 
-    Returns the path written. `load(path)` gives back an equal object (exact round trip). A law class camel-jax
-    does not ship must be named in `laws` (here and in `load`).
+    Returns the path written. `load(path)` gives back an equal object (exact round trip). A `PipelineFit` (what
+    `fit_pipeline` returns) keeps everything its verdict uses: the resampled pipelines, the calibration of the
+    extrapolation error, the objective's noise and the trained mixtures, so `camel-jax optimize` on the file
+    gives the same verdict as `optimal_mixture` on the object. A law class camel-jax does not ship must be named
+    in `laws` (here and in `load`).
     """
     path = Path(path)
     if path.suffix != ".npz":
@@ -152,18 +160,13 @@ def save(obj: FitResult | BootstrapResult | Pipeline, path: str | Path, *, laws:
     return path
 
 
-def save_to(obj: FitResult | BootstrapResult | Pipeline, file: Any, *, laws: UserLaws = None) -> None:
+def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
     """Write what `save` writes to an open binary file."""
     known = known_laws(laws)
     meta: dict[str, Any] = {"format_version": FORMAT_VERSION, "camel_jax_version": __version__}
     if isinstance(obj, FitResult):
-        meta |= {
-            "kind": "FitResult",
-            "law": _law_descriptor(obj.law, known),
-            "n_inputs": len(obj.inputs),
-            "log_residuals": obj.log_residuals,
-        }
-        meta["data_hash"] = _data_hash([np.asarray(x) for x in (*obj.inputs, obj.y, obj.weights)])
+        meta |= {"kind": "FitResult", **_fit_meta(obj, known)}
+        meta["data_hash"] = _fit_hash(obj)
     elif isinstance(obj, BootstrapResult):
         meta |= {
             "kind": "BootstrapResult",
@@ -171,19 +174,49 @@ def save_to(obj: FitResult | BootstrapResult | Pipeline, file: Any, *, laws: Use
             "data_hash": _data_hash([np.asarray(obj.resamples)]),
         }
     elif isinstance(obj, Pipeline):
+        meta |= {"kind": "Pipeline", **_pipeline_meta(obj, known), "data_hash": None}
+    elif isinstance(obj, PipelineFit):
         meta |= {
-            "kind": "Pipeline",
-            "loss_laws": {b: _law_descriptor(law, known) for b, law in obj.loss_laws.items()},
-            "benchmark_laws": {b: _law_descriptor(law, known) for b, law in obj.benchmark_laws.items()},
-            "weights": [[b, w] for b, w in obj.benchmark_weights],
-            "data_hash": None,
+            "kind": "PipelineFit",
+            "pipeline": _pipeline_meta(obj.pipeline, known),
+            "pipelines": None if obj.pipelines is None else _pipeline_meta(obj.pipelines, known),
+            "loss_fit": _fit_meta(obj.loss_fit, known),
+            "resampled": obj.resamples is not None,
+            "calibration": None if obj.calibration is None else _calibration_meta(obj.calibration),
+            "data_hash": _fit_hash(obj.loss_fit),
         }
     else:
-        raise TypeError(f"save() takes a FitResult, BootstrapResult or Pipeline; got {type(obj).__name__}")
+        raise TypeError(f"save() takes a FitResult, BootstrapResult, Pipeline or PipelineFit; got {type(obj).__name__}")
     leaves = jax.tree.leaves(obj)
     arrays = {f"leaf_{i}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     arrays["__meta__"] = np.array(json.dumps(meta))
     np.savez(file, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as its `allow_pickle`
+
+
+def _fit_meta(fit: FitResult, known: dict[str, type]) -> dict[str, Any]:
+    return {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals}
+
+
+def _fit_hash(fit: FitResult) -> str:
+    return _data_hash([np.asarray(x) for x in (*fit.inputs, fit.y, fit.weights)])
+
+
+def _pipeline_meta(pipeline: Pipeline, known: dict[str, type]) -> dict[str, Any]:
+    return {
+        "loss_laws": {b: _law_descriptor(law, known) for b, law in pipeline.loss_laws.items()},
+        "benchmark_laws": {b: _law_descriptor(law, known) for b, law in pipeline.benchmark_laws.items()},
+        "weights": [[b, w] for b, w in pipeline.benchmark_weights],
+    }
+
+
+def _calibration_meta(calibration: Calibration) -> dict[str, Any]:
+    """The calibration's static fields (its arrays are leaves)."""
+    return {
+        "size_max": float(calibration.size_max),
+        "size_index": int(calibration.size_index),
+        "log_scale": bool(calibration.log_scale),
+        "distances": [float(d) for d in calibration.distances],
+    }
 
 
 def _write_atomic(path: Path, write: Any) -> None:
@@ -231,53 +264,114 @@ def _skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple
     """The object to fill, with law skeletons (from eval_shape) in place of laws, and for each law its name and
     a function that picks it out of the object, for the shape checks."""
     kind = meta.get("kind")
-    zero = jnp.zeros(())
-    skeleton: Any
     if kind == "FitResult":
-        n_inputs = meta.get("n_inputs")
-        if not (isinstance(n_inputs, int) and not isinstance(n_inputs, bool) and 1 <= n_inputs <= _MAX_INPUTS):
-            raise ValueError(f"{path}: n_inputs must be an integer in [1, {_MAX_INPUTS}]; got {n_inputs!r}")
-        if not isinstance(meta.get("log_residuals"), bool):
-            raise ValueError(f"{path}: log_residuals must be true or false")
-        law = _template(meta.get("law"), f"{path}: law", known)
-        skeleton = FitResult(
-            law=law,
-            objective=zero,
-            laws=law,
-            objectives=zero,
-            converged=zero,
-            n_steps=zero,
-            grad_norm=zero,
-            status=zero,
-            n_failed=zero,
-            inputs=(zero,) * n_inputs,
-            y=zero,
-            weights=zero,
-            log_residuals=meta["log_residuals"],
-        )
-        return skeleton, [("law", lambda o: o.law), ("laws", lambda o: o.laws)]
+        fitted = _fit_skeleton(meta, f"{path}", known)
+        return fitted, [("law", lambda o: o.law), ("laws", lambda o: o.laws)]
     if kind == "BootstrapResult":
         law = _template(meta.get("law"), f"{path}: law", known)
+        zero = jnp.zeros(())
         skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, resamples=zero)
         return skeleton, [("laws", lambda o: o.laws)]
     if kind == "Pipeline":
-        loss_meta, bench_meta, weights = meta.get("loss_laws"), meta.get("benchmark_laws"), meta.get("weights")
-        if not (isinstance(loss_meta, dict) and isinstance(bench_meta, dict) and isinstance(weights, list)):
-            raise ValueError(f"{path}: malformed pipeline description")
-        pairs = {}
-        for item in weights:
-            ok = isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
-            if not (ok and isinstance(item[1], (int, float)) and np.isfinite(item[1])):
-                raise ValueError(f"{path}: malformed benchmark weight {item!r}")
-            pairs[item[0]] = float(item[1])
-        loss = {b: _template(d, f"{path}: loss law {b!r}", known) for b, d in loss_meta.items()}
-        bench = {b: _template(d, f"{path}: benchmark law {b!r}", known) for b, d in bench_meta.items()}
-        skeleton = Pipeline(loss, bench, pairs)
-        laws = [(f"loss_laws[{b!r}]", lambda o, b=b: o.loss_laws[b]) for b in skeleton.loss_laws]
-        return skeleton, laws + [
-            (f"benchmark_laws[{b!r}]", lambda o, b=b: o.benchmark_laws[b]) for b in skeleton.benchmark_laws
-        ]
+        pipeline = _pipeline_skeleton(meta, f"{path}", known)
+        return pipeline, _pipeline_picks(pipeline, "", lambda o: o)
+    if kind == "PipelineFit":
+        return _pipeline_fit_skeleton(meta, path, known)
     raise ValueError(f"{path}: unknown object kind {kind!r}")
+
+
+def _fit_skeleton(meta: Any, where: str, known: dict[str, type]) -> FitResult:
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: malformed fit description")
+    n_inputs = meta.get("n_inputs")
+    if not (isinstance(n_inputs, int) and not isinstance(n_inputs, bool) and 1 <= n_inputs <= _MAX_INPUTS):
+        raise ValueError(f"{where}: n_inputs must be an integer in [1, {_MAX_INPUTS}]; got {n_inputs!r}")
+    if not isinstance(meta.get("log_residuals"), bool):
+        raise ValueError(f"{where}: log_residuals must be true or false")
+    law = _template(meta.get("law"), f"{where}: law", known)
+    zero = jnp.zeros(())
+    return FitResult(
+        law=law,
+        objective=zero,
+        laws=law,
+        objectives=zero,
+        converged=zero,
+        n_steps=zero,
+        grad_norm=zero,
+        status=zero,
+        n_failed=zero,
+        inputs=(zero,) * n_inputs,
+        y=zero,
+        weights=zero,
+        log_residuals=meta["log_residuals"],
+    )
+
+
+def _pipeline_skeleton(meta: Any, where: str, known: dict[str, type]) -> Pipeline:
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: malformed pipeline description")
+    loss_meta, bench_meta, weights = meta.get("loss_laws"), meta.get("benchmark_laws"), meta.get("weights")
+    if not (isinstance(loss_meta, dict) and isinstance(bench_meta, dict) and isinstance(weights, list)):
+        raise ValueError(f"{where}: malformed pipeline description")
+    pairs = {}
+    for item in weights:
+        ok = isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+        if not (ok and isinstance(item[1], (int, float)) and np.isfinite(item[1])):
+            raise ValueError(f"{where}: malformed benchmark weight {item!r}")
+        pairs[item[0]] = float(item[1])
+    loss = {b: _template(d, f"{where}: loss law {b!r}", known) for b, d in loss_meta.items()}
+    bench = {b: _template(d, f"{where}: benchmark law {b!r}", known) for b, d in bench_meta.items()}
+    return Pipeline(loss, bench, pairs)
+
+
+def _pipeline_picks(pipeline: Pipeline, prefix: str, pick: Any) -> list[tuple[str, Any]]:
+    """(name, picker) of every law of a pipeline that `pick` takes out of the object."""
+    loss = [(f"{prefix}loss_laws[{b!r}]", lambda o, b=b: pick(o).loss_laws[b]) for b in pipeline.loss_laws]
+    bench = [(f"{prefix}benchmark_laws[{b!r}]", lambda o, b=b: pick(o).benchmark_laws[b])
+             for b in pipeline.benchmark_laws]  # fmt: skip
+    return loss + bench
+
+
+def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple[Any, list]:
+    """A PipelineFit's skeleton: its point and resampled pipelines, its mixture-law fit and its calibration."""
+    pipeline = _pipeline_skeleton(meta.get("pipeline"), f"{path}: pipeline", known)
+    batched = meta.get("pipelines")
+    pipelines = None if batched is None else _pipeline_skeleton(batched, f"{path}: pipelines", known)
+    loss_fit = _fit_skeleton(meta.get("loss_fit"), f"{path}: loss_fit", known)
+    if not isinstance(meta.get("resampled"), bool):
+        raise ValueError(f"{path}: resampled must be true or false")
+    cal = meta.get("calibration")
+    calibration = None if cal is None else _calibration_skeleton(cal, f"{path}: calibration", len(loss_fit.inputs))
+    zero = jnp.zeros(())
+    skeleton = PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit,
+                           resamples=zero if meta["resampled"] else None, calibration=calibration,
+                           objective_noise=0.0)  # fmt: skip
+    picks = _pipeline_picks(pipeline, "pipeline.", lambda o: o.pipeline)
+    if pipelines is not None:
+        picks += _pipeline_picks(pipelines, "pipelines.", lambda o: o.pipelines)
+    return skeleton, picks + [("loss_fit.law", lambda o: o.loss_fit.law), ("loss_fit.laws", lambda o: o.loss_fit.laws)]
+
+
+def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
+    """A calibration's static fields, each checked: the size it extrapolates from, which input is the size, the
+    scale and the held-out cells' distances."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: malformed description")
+    size_max, index, log_scale, distances = (meta.get(k) for k in ("size_max", "size_index", "log_scale", "distances"))
+    if not (isinstance(size_max, (int, float)) and not isinstance(size_max, bool) and 0 < size_max < np.inf):
+        raise ValueError(f"{where}: size_max must be a finite number > 0; got {size_max!r}")
+    if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < n_inputs):
+        raise ValueError(f"{where}: size_index must be an integer in [0, {n_inputs}); got {index!r}")
+    if not isinstance(log_scale, bool):
+        raise ValueError(f"{where}: log_scale must be true or false")
+    if not isinstance(distances, list) or len(distances) > _MAX_STRUCTURE_INT:
+        raise ValueError(f"{where}: distances must be a list of finite numbers >= 0")
+    if not all(isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < np.inf for d in distances):
+        raise ValueError(f"{where}: distances must be a list of finite numbers >= 0")
+    zero = jnp.zeros(())
+    return Calibration(kappa_level=zero, kappa_mix=zero, size_max=float(size_max), size_index=index,
+                       log_scale=log_scale, distances=tuple(float(d) for d in distances), rms_error=zero,
+                       boot_sd=zero, noise_sd=zero)  # fmt: skip
 
 
 def _check_law(stored: Any, skeleton: Any, name: str, path: Path) -> None:
@@ -307,17 +401,45 @@ def _check_finite(obj: Any, path: Path) -> None:
         keep = np.asarray(where)
         return all(np.isfinite(leaf[keep]).all() for leaf in leaves)
 
+    def fit_ok(fitted: FitResult) -> bool:
+        return finite(fitted.law) or not np.isfinite(np.asarray(fitted.objective)).all()
+
     if isinstance(obj, FitResult):
-        ok = finite(obj.law) or not np.isfinite(np.asarray(obj.objective)).all()
+        ok = fit_ok(obj)
     elif isinstance(obj, BootstrapResult):
         ok = finite(obj.laws, np.isfinite(np.asarray(obj.objectives)))
+    elif isinstance(obj, PipelineFit):
+        ok = finite(obj.pipeline) and finite(obj.pipelines) and fit_ok(obj.loss_fit)
     else:
         ok = finite((obj.loss_laws, obj.benchmark_laws))
     if not ok:
         raise ValueError(f"{path}: a law holds non-finite parameters")
 
 
-def load(path: str | Path, *, laws: UserLaws = None) -> FitResult | BootstrapResult | Pipeline:
+def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
+    """The parts of a PipelineFit that are not laws: the noise is a number >= 0, the resample counts [B, P] are
+    whole numbers >= 0 over the fit's runs, and the calibration's error scales are >= 0, one per benchmark."""
+    noise = np.asarray(obj.objective_noise)
+    if noise.shape != () or noise.dtype.kind != "f" or not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"{path}: objective_noise must be a finite number >= 0")
+    n_points = np.shape(obj.loss_fit.inputs[0])[0] if np.ndim(obj.loss_fit.inputs[0]) else -1
+    if obj.resamples is not None:
+        counts = np.asarray(obj.resamples)
+        ok = counts.ndim == 2 and counts.shape[1] == n_points and np.isfinite(counts).all()
+        if not (ok and np.all(counts >= 0) and np.all(counts == np.round(counts))):
+            raise ValueError(f"{path}: resamples must be whole counts >= 0 of shape [B, {n_points}]")
+    cal = obj.calibration
+    if cal is not None:
+        n_bench = len(obj.pipeline.benchmark_weights)
+        for name in ("kappa_level", "kappa_mix"):
+            kappa = np.asarray(getattr(cal, name))
+            ok = kappa.dtype.kind == "f" and kappa.shape in ((), (n_bench,)) and np.isfinite(kappa).all()
+            if not (ok and np.all(kappa >= 0)):
+                raise ValueError(f"{path}: calibration {name} must be finite numbers >= 0, one per benchmark")
+    return dataclasses.replace(obj, objective_noise=float(noise))
+
+
+def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     """Load what `save` wrote.
 
     The file is untrusted: laws are built only from the shipped classes and the caller's own `laws` (a sequence
@@ -350,4 +472,4 @@ def load(path: str | Path, *, laws: UserLaws = None) -> FitResult | BootstrapRes
         _check_law(pick(stored), pick(skeleton), name, path)
     obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
     _check_finite(obj, path)
-    return obj
+    return _checked_pipeline_fit(obj, path) if isinstance(obj, PipelineFit) else obj

@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", default="camel-fit", help="output prefix (default camel-fit: .json, .npz, .png)")
 
     opt = sub.add_parser("optimize", help="optimal mixture for a target size from a saved fit or pipeline")
-    opt.add_argument("saved", help="a .npz written by `camel-jax fit` (minimizes the loss) or camel_jax.save(pipeline)")
+    opt.add_argument("saved", help="a .npz written by `camel-jax fit` (minimizes the loss), or camel_jax.save of a "
+                     "pipeline or of a fit_pipeline result (its calibrated verdict)")  # fmt: skip
     opt.add_argument(
         "--size", type=float, default=None, help="target model size, in the units of the fit (not for a dml fit)"
     )
@@ -102,14 +103,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _next_parser(sub: Any) -> None:
     nxt = sub.add_parser("next", help="the candidate runs that would most sharpen the decision, per FLOP -> CSV")
-    nxt.add_argument("--fit", required=True, help="a .npz of `camel-jax fit` (bootstrapped here), a batched pipeline "
-                     "or a BootstrapResult (camel_jax.save)")  # fmt: skip
+    nxt.add_argument("--fit", required=True, help="a .npz of `camel-jax fit` (bootstrapped here), or camel_jax.save "
+                     "of a fit_pipeline result, a batched pipeline or a BootstrapResult")  # fmt: skip
     nxt.add_argument("--candidates", required=True, help="CSV of runs not yet trained: r_* columns, size, flops")
     nxt.add_argument("--budget", type=float, required=True, help="FLOPs the next runs may spend")
     nxt.add_argument("--size", type=float, required=True, help="the target model size the decision is for")
     nxt.add_argument("--batch", type=int, default=1, help="at most this many runs (default 1)")
     nxt.add_argument("--noise", type=float, default=None, help="sd of one measured outcome (default: the fit's rms "
-                     "residual; required for a saved pipeline or bootstrap)")  # fmt: skip
+                     "residual, or a fit_pipeline result's objective noise; required for a saved pipeline or "
+                     "bootstrap)")  # fmt: skip
     nxt.add_argument("--reference", default=None, help="score the gain over this mixture (comma-separated)")
     nxt.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of a `fit` .npz (default 200)")
     nxt.add_argument("--seed", type=int, default=0)
@@ -502,13 +504,14 @@ def _optimize(args: argparse.Namespace) -> None:
 
     from ._fit import FitResult
     from ._optimize import check_model_size
-    from ._pipeline import Pipeline
+    from ._pipeline import Pipeline, PipelineFit
     from ._save import load
 
     if not Path(args.saved).is_file():
         raise UserError(f"no such file: {args.saved}")
     saved = load(args.saved)
-    verdict = isinstance(saved, Pipeline) and bool(saved.batch_shape)
+    verdict = isinstance(saved, PipelineFit) and saved.pipelines is not None
+    verdict = verdict or (isinstance(saved, Pipeline) and bool(saved.batch_shape))
     if args.reference and args.max_shift is None and not verdict:
         raise UserError(
             "--reference is only used with --max-shift (the trust region), or for the verdict of a batched pipeline "
@@ -524,10 +527,10 @@ def _optimize(args: argparse.Namespace) -> None:
     key = jax.random.key(args.seed)
     if isinstance(saved, FitResult):
         result = _optimize_fit(saved, args, _bounds(args), key)
-    elif isinstance(saved, Pipeline):
+    elif isinstance(saved, (Pipeline, PipelineFit)):
         result = _optimize_pipeline(saved, args, _bounds(args), key)
     else:
-        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult or a Pipeline")
+        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
     r = np.asarray(result.r)
     print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))
     print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
@@ -568,12 +571,14 @@ def _ensemble_of(args: argparse.Namespace, key: Any) -> tuple[Any, float | None]
 
     from ._bootstrap import BootstrapResult, bootstrap
     from ._fit import FitResult
-    from ._pipeline import Pipeline
+    from ._pipeline import Pipeline, PipelineFit
     from ._save import load
 
     if not Path(args.fit).is_file():
         raise UserError(f"no such file: {args.fit}")
     saved = load(args.fit)
+    if isinstance(saved, PipelineFit):  # its objective's noise is the default
+        return saved, args.noise
     if isinstance(saved, (BootstrapResult, Pipeline)):
         if args.noise is None:
             raise UserError(f"--noise is required with a saved {type(saved).__name__} (it holds no residuals)")
@@ -625,18 +630,29 @@ def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], 
 
 
 def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
-    """The mixture of highest predicted weighted accuracy under a saved pipeline, at --size."""
-    from ._optimize import optimal_mixture
-    from ._pipeline import Pipeline
+    """The mixture of highest predicted weighted accuracy under a saved pipeline (or fitted pipeline), at --size.
 
-    pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args))
+    A saved PipelineFit keeps its own objective: its calibration and noise are those of that objective."""
+    from ._optimize import optimal_mixture
+    from ._pipeline import Pipeline, PipelineFit
+
+    fitted: Any
+    if isinstance(saved, PipelineFit):
+        if args.objective or args.weights:
+            raise UserError("a saved fit_pipeline result keeps the objective it was fitted for (its calibration and "
+                            "noise are that objective's): drop --objective/--weights")  # fmt: skip
+        fitted, pipeline = saved, saved.pipeline if saved.pipelines is None else saved.pipelines
+    else:
+        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args))
+        fitted = pipeline
     if not (pipeline.batch_shape and args.reference):
-        result = optimal_mixture(pipeline, pipeline.n_datasets, key=key, model_size=args.size, **bounds)
+        point = saved.pipeline if isinstance(saved, PipelineFit) else pipeline
+        result = optimal_mixture(point, point.n_datasets, key=key, model_size=args.size, **bounds)
         print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
         return result
     # a batched pipeline and a reference: one mixture (the best mean over resamples) and the verdict against it
     bounds["reference"] = _floats(args.reference, "reference")
-    result = optimal_mixture(pipeline, pipeline.n_datasets, key=key, model_size=args.size, robust="mean", **bounds)
+    result = optimal_mixture(fitted, pipeline.n_datasets, key=key, model_size=args.size, robust="mean", **bounds)
     decision = result.decision
     assert decision is not None  # a batched pipeline, `robust` and a reference always give one
     print(

@@ -4,7 +4,6 @@ API cases assert the exception type and that the message names the argument, col
 assert exit code 2, a single line on stderr (no traceback) and no output file left behind.
 """
 
-import json
 import sys
 import zipfile
 
@@ -13,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import known_tied_camel
+from helpers import known_tied_camel, tamper
 
 import camel_jax as cj
 from camel_jax import cli, simulate
@@ -42,19 +41,6 @@ def files(tmp_path_factory):
     bench = {"mmlu": cj.LossToBenchmark.from_params(k=[1.0], A=0.7, B=-2.0, C=0.25)}
     cj.save(cj.Pipeline(laws, bench, {"mmlu": 1.0}), folder / "pipeline.npz")
     return folder, table, data
-
-
-def tamper(src, dst, edit_meta=None, edit_leaf=None):
-    """Copy a saved file, changing its metadata (a function of the dict) or one array."""
-    with np.load(src, allow_pickle=False) as stored:
-        arrays = {name: stored[name] for name in stored.files}
-    meta = json.loads(str(arrays.pop("__meta__")))
-    if edit_meta:
-        edit_meta(meta)
-    if edit_leaf:
-        edit_leaf(arrays)
-    np.savez(dst, __meta__=np.array(json.dumps(meta)), **arrays)
-    return dst
 
 
 # --- load(): a file chooses no code --------------------------------------------------------------------------

@@ -6,8 +6,9 @@ Coverage itself needs many worlds: `benchmarks/study_calibration.py` measures it
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
-from helpers import known_tied_camel, make_pipeline, random_mixtures
+from helpers import known_tied_camel, make_pipeline, random_mixtures, tamper
 from jax.scipy.stats import norm
 
 import camel_jax as cj
@@ -214,6 +215,78 @@ def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
     assert d.calibrated and d.min_gain == two.objective_noise
     assert d.value_low <= d.value <= d.value_high and d.gain_low <= d.gain <= d.gain_high
     assert (d.verdict == "improves") == (d.reason == "")
+
+
+def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_pipeline_fit, tmp_path, capsys):
+    from camel_jax import cli
+
+    _, two, one = small_pipeline_fit
+    for fitted, name in ((two, "two.npz"), (one, "one.npz")):
+        loaded = cj.load(cj.save(fitted, tmp_path / name))
+        assert isinstance(loaded, cj.PipelineFit)
+        assert jax.tree.structure(loaded) == jax.tree.structure(fitted)  # static fields (calibration's) included
+        for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(fitted)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert type(loaded.objective_noise) is float and loaded.objective_noise == fitted.objective_noise
+    loaded = cj.load(tmp_path / "two.npz")
+    ref = ",".join(str(float(x)) for x in simulate.REFERENCE)
+    kw = dict(key=jax.random.key(0), model_size=20.0, robust="mean", reference=simulate.REFERENCE, max_shift=0.2)
+    expected = cj.optimal_mixture(two, 5, **kw).decision
+    assert expected.calibrated and expected.min_gain == two.objective_noise
+    assert cj.optimal_mixture(loaded, 5, **kw).decision == expected
+    args = ["optimize", str(tmp_path / "two.npz"), "--size", "20", "--reference", ref, "--max-shift", "0.2"]
+    assert cli.main(args) == 0
+    verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("verdict: ")]
+    assert verdicts == [expected.line()] and "bootstrap + extrapolation error" in verdicts[0]
+    assert cli.main([*args, "--objective", "math"]) == 2  # its calibration is the fitted objective's
+    assert "keeps the objective it was fitted for" in capsys.readouterr().err
+    # `next` reads the fit's own objective noise from the file: no --noise needed
+    cand = pd.DataFrame(cj.perturbed_mixtures(simulate.REFERENCE, 0.2)[:4], columns=[f"r_{j}" for j in range(5)])
+    cand = cand.assign(size=[10.0, 12.0, 16.0, 20.0], flops=[1.0, 1.0, 2.0, 3.0])
+    cand.to_csv(tmp_path / "cand.csv", index=False)
+    argv = ["next", "--fit", str(tmp_path / "two.npz"), "--candidates", str(tmp_path / "cand.csv"), "--budget", "3",
+            "--size", "20", "--out", str(tmp_path / "next.csv")]  # fmt: skip
+    assert cli.main(argv) == 0
+    chosen = cj.next_runs(two, cand, budget=3.0, target_size=20.0, key=jax.random.key(0))
+    assert len(chosen) >= 1
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "next.csv")["sd_after"], chosen["sd_after"], rtol=1e-12)
+
+
+def _leaf_index(fitted, pick):
+    return next(i for i, leaf in enumerate(jax.tree.leaves(fitted)) if leaf is pick(fitted))
+
+
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("size_index", "size_index must be an integer"),
+        ("distances", "distances must be a list"),
+        ("kappa", "kappa_mix must be finite numbers >= 0"),
+        ("noise", "objective_noise must be a finite number"),
+        ("resamples", "resamples must be whole counts"),
+    ],
+)
+def test_load_refuses_a_tampered_pipeline_fit(small_pipeline_fit, tmp_path, case, match):
+    _, two, _ = small_pipeline_fit
+    src = cj.save(two, tmp_path / "fit.npz")
+
+    def leaf(pick, value):
+        def edit(arrays):
+            name = f"leaf_{_leaf_index(two, pick)}"
+            arrays[name] = np.full(arrays[name].shape, value, dtype=float)
+
+        return edit
+
+    edits = {
+        "size_index": dict(edit_meta=lambda m: m["calibration"].update(size_index=7)),
+        "distances": dict(edit_meta=lambda m: m["calibration"].update(distances=[-1.0])),
+        "kappa": dict(edit_leaf=leaf(lambda f: f.calibration.kappa_mix, -1.0)),
+        "noise": dict(edit_leaf=leaf(lambda f: f.objective_noise, np.nan)),
+        "resamples": dict(edit_leaf=leaf(lambda f: f.resamples, 0.5)),
+    }
+    bad = tamper(src, tmp_path / "bad.npz", **edits[case])
+    with pytest.raises(ValueError, match=match):
+        cj.load(bad)
 
 
 @pytest.mark.slow  # its own benchmark and pipeline fits compile anew (~40 s)
