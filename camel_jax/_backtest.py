@@ -22,11 +22,12 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from ._calibrate import warm_starts
 from ._checks import DESIGN_WARNINGS
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
 from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
-from ._optimize import _bounds, check_model_size, optimal_mixture
+from ._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
 from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
 from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
 from .laws import CAMEL, CAMELData, SODMAdditive
@@ -86,6 +87,9 @@ class _Setup:
     reference: np.ndarray
     restarts: int
     key: Array
+    n_resamples: int = 0
+    robust: str | tuple[str, float] | None = None
+    level: float = 0.95
 
 
 def backtest(
@@ -105,6 +109,9 @@ def backtest(
     max_shift: float | None = None,
     restarts: int = 4,
     name: str | None = None,
+    n_resamples: int = 0,
+    robust: str | tuple[str, float] | None = None,
+    level: float = 0.95,
 ) -> pd.DataFrame:
     """Backtest mixture-choosing methods on a world whose true objective is known.
 
@@ -126,16 +133,27 @@ def backtest(
       Methods with the same strategy see the same runs in each repeat.
     - `max_shift`: search within reference (1 +- max_shift) instead of the whole simplex (the truth too).
     - `restarts`: of every fit. `name`: the `world` column (default: the world's family).
+    - `n_resamples` = B > 0: every law method's mixture laws are also refitted on B bootstrap resamples of the
+      runs each cell trained (whole runs, within each size; warm-started from the cell's fit; all cells, budgets
+      and resamples one multi-target fit), giving the pick's band: `low`, `high` the `level` percentile band of
+      the objective at the pick across resamples and `covered` whether the true value lies in it. The band is
+      the plain bootstrap's (the loss-to-benchmark laws are the cell's point fits and no extrapolation
+      calibration is added): it measures how well that band covers at the target, not a calibrated band.
+    - `robust` ("mean" or ("quantile", q), needs `n_resamples`): each law method picks the mixture maximizing
+      that statistic of the objective over its cell's resamples (`optimal_mixture`'s `robust`), instead of the
+      point fit's optimum. Nested DML keeps its point pick and has no band.
 
     **Returns**: one row per (method, budget, repeat), columns `BACKTEST_COLUMNS` then the pick `r_<dataset>`:
     `regret` = true optimum - true value of the pick (accuracy units, >= 0 up to the optimizer's tolerance),
     `capture` = (true value of the pick - that of the reference) / (optimum - reference), `predicted_value` the
     method's own estimate of its pick (NaN for callables and size-agnostic). Where a method cannot fit its law
-    (nested DML with no mixture trained at 3 sizes) it keeps the reference. `low`, `high` and `covered` are NaN:
-    an uncertainty band of the pick's value is not part of this protocol yet.
+    (nested DML with no mixture trained at 3 sizes) it keeps the reference. `low`, `high` and `covered` are NaN
+    without `n_resamples`, and for methods without resampled laws (dml, size-agnostic, best-observed, callables).
     """
+    resampling = _resampling(n_resamples, robust, level)
     setup, labelled = _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures,
                              budgets, strategy, repeats, noise, max_shift, restarts)  # fmt: skip
+    setup = dataclasses.replace(setup, **resampling)
     true_f = world.true_objective(setup.target_size, setup.weights)
     truth = optimal_mixture(true_f, world.n_datasets, key=jax.random.fold_in(key, 1), restarts=32, **setup.region)
     ref_value = float(true_f(jnp.asarray(setup.reference)))
@@ -144,10 +162,27 @@ def backtest(
     for label, (method, strat) in labelled.items():
         with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
             warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
-            picks, predicted = _run_method(method, setup, strat, cache)
+            picks, predicted, band = _run_method(method, setup, strat, cache)
         true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
-        frames.append(_rows_of(setup, label, strat, picks, predicted, true_values, float(truth.value), ref_value, name))
+        rows = _rows_of(setup, label, strat, picks, predicted, true_values, float(truth.value), ref_value, name)
+        if band is not None:
+            rows["low"], rows["high"] = band
+            rows["covered"] = ((band[0] <= true_values) & (true_values <= band[1])).astype(float)
+        frames.append(rows)
     return pd.concat(frames, ignore_index=True)
+
+
+def _resampling(n_resamples: int, robust: Any, level: float) -> dict[str, Any]:
+    """The resampling arguments, checked."""
+    count(n_resamples, "n_resamples", least=0)
+    if robust is not None:
+        if robust != "mean":
+            _quantile_level(robust)  # raises for anything else
+        if n_resamples < 2:
+            raise ValueError(f"`robust` needs resamples to be robust over: give n_resamples >= 2; got {n_resamples}")
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1); got {level!r}")
+    return {"n_resamples": int(n_resamples), "robust": robust, "level": float(level)}
 
 
 def _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures, budgets, strategy,
@@ -256,27 +291,43 @@ def _design(world, mixtures, train_sizes, budgets, strategies, repeats, noise, k
                    columns)  # fmt: skip
 
 
-def _run_method(method: Any, setup: _Setup, strategy: str, cache: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(picks [nb * R, n], predicted values [nb * R]) of one method, rows budget-major."""
+_Band = tuple[np.ndarray, np.ndarray] | None
+
+
+def _run_method(method: Any, setup: _Setup, strategy: str, cache: dict) -> tuple[np.ndarray, np.ndarray, _Band]:
+    """(picks [nb * R, n], predicted values [nb * R], the band (low, high) of the objective at the picks or
+    None) of one method, rows budget-major."""
     masks = setup.design.masks[strategy]  # [nb, R, P]
     if callable(method):
-        return _callable_picks(method, setup, masks)
+        return (*_callable_picks(method, setup, masks), None)
     if method == "best-observed":
-        return _best_observed(setup, masks)
+        return (*_best_observed(setup, masks), None)
     law = "camel" if method == "size-agnostic" else method
     if ("benchmarks", strategy) not in cache:
         cache[("benchmarks", strategy)] = _benchmark_laws(setup, masks)
     if (law, strategy) not in cache:
         cache[(law, strategy)] = _fit_pipelines(law, setup, masks, cache[("benchmarks", strategy)])
-    pipelines, unfit = cache[(law, strategy)]
+    pipelines, unfit, boot = cache[(law, strategy)]
     size = float(np.max(setup.design.size)) if method == "size-agnostic" else setup.target_size
     key = jax.random.fold_in(setup.key, 3)
-    best = optimal_mixture(pipelines, setup.world.n_datasets, key=key, model_size=size, **setup.region)
+    if boot is not None and setup.robust is not None:
+        best = robust_mixtures(boot, key=key, model_size=size, robust=setup.robust, **setup.region)
+    else:
+        best = optimal_mixture(pipelines, setup.world.n_datasets, key=key, model_size=size, **setup.region)
     picks, values = np.array(best.r), np.array(best.value)
     picks[unfit], values[unfit] = setup.reference, np.nan  # no law could be fitted: keep the reference
     if method == "size-agnostic":  # its own prediction is for the size it optimized, not the target
-        return picks, np.full(len(picks), np.nan)
-    return picks, values
+        return picks, np.full(len(picks), np.nan), None
+    return picks, values, None if boot is None else _band(boot, picks, setup)
+
+
+def _band(boot: Pipeline, picks: np.ndarray, setup: _Setup) -> tuple[np.ndarray, np.ndarray]:
+    """The `level` percentile band of each cell's resampled objective at its pick: (low [C], high [C])."""
+    size = jnp.asarray([setup.target_size])
+    draws = jax.vmap(lambda p, r: p.objective(r[None, :], size)[:, 0])(boot, jnp.asarray(picks))  # [C, B]
+    tail = 100 * (1 - setup.level) / 2
+    low, high = np.percentile(np.asarray(draws), [tail, 100 - tail], axis=1)
+    return low, high
 
 
 def _benchmark_laws(setup: _Setup, masks: np.ndarray) -> tuple[Any, np.ndarray]:
@@ -306,9 +357,10 @@ def _benchmark_laws(setup: _Setup, masks: np.ndarray) -> tuple[Any, np.ndarray]:
 
 def _fit_pipelines(
     law: str, setup: _Setup, masks: np.ndarray, benchmarks: tuple[Any, np.ndarray]
-) -> tuple[Pipeline, np.ndarray]:
-    """The end-to-end pipelines of one mixture law, batched over (budget, repeat) [nb * R], and which of them
-    could not be fitted [nb * R] (nested DML without a mixture trained at 3 sizes)."""
+) -> tuple[Pipeline, np.ndarray, Pipeline | None]:
+    """The end-to-end pipelines of one mixture law, batched over (budget, repeat) [nb * R], which of them
+    could not be fitted [nb * R] (nested DML without a mixture trained at 3 sizes), and with `n_resamples` the
+    resampled pipelines [nb * R, B] (None for nested DML or without resamples)."""
     bench, proxy = benchmarks
     nb, R, P = masks.shape
     B = len(setup.names)
@@ -329,7 +381,41 @@ def _fit_pipelines(
     per_target = jax.tree.map(lambda leaf: leaf.reshape((nb * R, B) + leaf.shape[1:]), fitted)
     loss_laws = _rows(jax.tree.map(lambda leaf: jnp.moveaxis(leaf, 1, 0), per_target), setup.names)
     bench_flat = jax.tree.map(lambda leaf: jnp.moveaxis(leaf.reshape((nb * R, B) + leaf.shape[3:]), 1, 0), bench)
-    return Pipeline(loss_laws, _rows(bench_flat, setup.names), setup.weights), unfit
+    pipelines = Pipeline(loss_laws, _rows(bench_flat, setup.names), setup.weights)
+    if law == "dml" or setup.n_resamples == 0:
+        return pipelines, unfit, None
+    return pipelines, unfit, _resampled_pipelines(law, setup, masks, Y, fitted, bench_flat)
+
+
+def _resampled_pipelines(law: str, setup: _Setup, masks: np.ndarray, Y: np.ndarray, fitted: Any, bench: Any):
+    """Every cell's mixture laws refitted on `n_resamples` bootstrap resamples of the runs it trained (whole runs
+    within each size), as one multi-target fit with rows (cell, benchmark, resample), each warm-started at its
+    cell's fit; the loss-to-benchmark laws stay the cell's. A Pipeline batched [C, B]."""
+    d, nb_R, Bn, Bres = setup.design, masks.shape[0] * masks.shape[1], len(setup.names), setup.n_resamples
+    counts = _cell_resamples(masks.reshape(nb_R, -1), d.size, Bres, jax.random.fold_in(setup.key, 5))  # [C, B, P]
+    W = np.repeat(counts[:, None], Bn, axis=1).reshape(nb_R * Bn * Bres, -1)
+    k = jax.random.fold_in(setup.key, 6)
+    refit = fit(_template(law, d.r.shape[1], k), (d.r, d.size), np.repeat(Y, Bres, axis=0), weights=W, key=k,
+                inits=warm_starts(fitted, Bres), options=PROXY_OPTIONS).law  # fmt: skip
+    per_cell = jax.tree.map(lambda leaf: leaf.reshape((nb_R, Bn, Bres) + leaf.shape[1:]), refit)
+    loss_laws = {b: jax.tree.map(lambda leaf, j=j: leaf[:, j], per_cell) for j, b in enumerate(setup.names)}
+    bench_laws = {b: jax.tree.map(lambda leaf: jnp.repeat(leaf[:, None], Bres, axis=1), law_b)
+                  for b, law_b in _rows(bench, setup.names).items()}  # fmt: skip
+    return Pipeline(loss_laws, bench_laws, setup.weights)
+
+
+def _cell_resamples(masks: np.ndarray, size: np.ndarray, n_resamples: int, key: Array) -> np.ndarray:
+    """Bootstrap counts [C, B, P]: in each cell, the trained runs of each size drawn with replacement (as many
+    as were trained at that size); untrained runs count 0."""
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+    counts = np.zeros((masks.shape[0], n_resamples, masks.shape[1]))
+    for c, mask in enumerate(masks):
+        for s in np.unique(size[mask > 0]):
+            members = np.flatnonzero((mask > 0) & (size == s))
+            draws = members[rng.integers(0, len(members), (n_resamples, len(members)))]
+            for b in range(n_resamples):
+                np.add.at(counts[c, b], draws[b], 1.0)
+    return counts
 
 
 def _template(law: str, n: int, key: Array) -> Any:

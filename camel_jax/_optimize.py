@@ -184,6 +184,33 @@ def _solve(objective: Any, z0: Array, ascent: _Ascent, per_resample: bool) -> Mi
     return ascent.best_of(objective, z0)
 
 
+@eqx.filter_jit
+def _solve_robust_each(pipelines: Pipeline, size: Array, q: Array | None, z0: Array, ascent: _Ascent) -> MixtureResult:
+    return jax.vmap(lambda p: ascent.best_of(_Robust(_PipelineValue(p, size), q), z0))(pipelines)
+
+
+def robust_mixtures(
+    pipelines: Pipeline,
+    *,
+    key: Array,
+    model_size: float,
+    robust: str | tuple[str, float],
+    restarts: int = 16,
+    reference: ArrayLike | None = None,
+    max_shift: float | None = None,
+) -> MixtureResult:
+    """`optimal_mixture(..., robust=robust)` for each of C problems at once: `pipelines` batched [C, B] (C
+    independent decisions, B resamples each) gives one robust mixture per decision (r [C, n]), in one program."""
+    if len(pipelines.batch_shape) != 2:
+        raise ValueError(f"`pipelines` must be batched [C, B]; got batch shape {pipelines.batch_shape}")
+    q = None if robust == "mean" else jnp.asarray(_quantile_level(robust))
+    n = pipelines.n_datasets
+    lo, hi = _bounds(n, None, None, reference if max_shift is not None else None, max_shift)
+    ascent = _Ascent(jnp.asarray(lo), jnp.asarray(hi), 100, 100, 0.1, bool(np.any(lo > 0) or np.any(hi < 1)))
+    size = jnp.asarray([check_model_size(model_size)])
+    return _solve_robust_each(pipelines, size, q, 0.5 * jax.random.normal(key, (restarts, n)), ascent)
+
+
 def _objective_of(objective: Any, model_size: float | None, robust: Any) -> tuple[Any, bool]:
     """The function to maximize, and whether it is one per resample of a batched pipeline."""
     if not isinstance(objective, Pipeline):

@@ -133,6 +133,29 @@ def test_one_compile_per_method_across_repeats_and_budgets():
     assert len(table) == 8 and np.all(np.isfinite(table["regret"]))
 
 
+def test_resampled_bands_and_robust_picks_keep_the_design_and_add_one_program():
+    world = simulate.make_world(jax.random.key(0))
+    kw = dict(key=jax.random.key(0), repeats=2, restarts=2, max_shift=0.2)
+    plain = cj.backtest(world, ["camel", "best-observed"], **kw)
+    with traces_of("fit_compiled") as traces:
+        banded = cj.backtest(world, ["camel", "best-observed"], n_resamples=5, **kw)
+    robust = cj.backtest(world, ["camel", "best-observed"], n_resamples=5, robust="mean", **kw)
+    assert len(traces) == 1, traces  # every cell, benchmark and resample: one resampled fit
+    picks = [c for c in plain.columns if c.startswith("r_")]
+    np.testing.assert_array_equal(banded[picks], plain[picks])  # resampling leaves the point decision alone
+    np.testing.assert_array_equal(robust.loc[robust.method == "best-observed", picks],
+                                  plain.loc[plain.method == "best-observed", picks])  # fmt: skip  # same runs
+    for table in (banded, robust):
+        law = table[table.method == "camel"]
+        assert np.all(np.isfinite(law[["low", "high"]])) and np.all(law["low"] < law["high"])
+        inside = (law["low"] <= law["true_value"]) & (law["true_value"] <= law["high"])
+        np.testing.assert_array_equal(law["covered"], inside.astype(float))
+        assert table.loc[table.method == "best-observed", ["low", "high", "covered"]].isna().all().all()
+    ref = np.asarray(simulate.REFERENCE)
+    r = robust.loc[robust.method == "camel", picks].to_numpy()
+    assert np.all(r >= 0.8 * ref - 1e-9) and np.all(r <= 1.2 * ref + 1e-9)  # the robust pick keeps the region
+
+
 def test_bad_arguments_are_named_before_any_compute():
     world = simulate.make_world(jax.random.key(0))
     key = jax.random.key(0)
@@ -148,6 +171,12 @@ def test_bad_arguments_are_named_before_any_compute():
         cj.backtest(world, ["camel"], key=key, reference=[0.5, 0.5])
     with pytest.raises(TypeError, match="`world`"):
         cj.backtest("world", ["camel"], key=key)
+    with pytest.raises(ValueError, match="`robust` needs resamples"):
+        cj.backtest(world, ["camel"], key=key, robust="mean")
+    with pytest.raises(ValueError, match="`robust` must be"):
+        cj.backtest(world, ["camel"], key=key, robust="median", n_resamples=4)
+    with pytest.raises(ValueError, match="`level`"):
+        cj.backtest(world, ["camel"], key=key, n_resamples=4, level=95)
 
 
 @pytest.mark.slow

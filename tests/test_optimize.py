@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import make_pipeline
 
 import camel_jax as cj
 
@@ -95,3 +96,21 @@ def test_projection_onto_the_capped_simplex():
     rng = np.random.default_rng(0)
     q = np.asarray(jax.vmap(lambda x: cj.project_capped_simplex(x, lo, hi))(jnp.asarray(rng.normal(size=(200, 4)))))
     assert np.all((q - p) @ (np.asarray(v) - p) <= 1e-10)
+
+
+@pytest.mark.parametrize("robust", ["mean", ("quantile", 0.25)])
+def test_robust_mixtures_solves_each_decision_as_optimal_mixture_does(robust):
+    from camel_jax._optimize import robust_mixtures
+
+    pipe = make_pipeline(batch=6)  # 6 resamples -> 2 decisions of 3 resamples each
+    cells = jax.tree.map(lambda leaf: leaf.reshape((2, 3) + leaf.shape[1:]), pipe)
+    region = dict(reference=[0.2, 0.3, 0.5], max_shift=0.5)
+    both = robust_mixtures(cells, key=jax.random.key(0), model_size=20.0, robust=robust, **region)
+    assert both.r.shape == (2, 3)
+    for c in range(2):
+        one = jax.tree.map(lambda leaf, c=c: leaf[c], cells)
+        alone = cj.optimal_mixture(one, 3, key=jax.random.key(0), model_size=20.0, robust=robust, **region)
+        np.testing.assert_allclose(both.r[c], alone.r, atol=1e-8)
+        np.testing.assert_allclose(both.value[c], alone.value, rtol=1e-10)
+    with pytest.raises(ValueError, match="batched"):
+        robust_mixtures(pipe, key=jax.random.key(0), model_size=20.0, robust="mean")
