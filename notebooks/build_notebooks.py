@@ -478,7 +478,7 @@ plt.show()""",
     ),
     (
         "md",
-        "How to read this: the law-based methods extrapolate a fit made on a +-20% design to the whole simplex, so their picks can land far outside the mixtures they saw; `best-observed` never leaves the trained mixtures and so cannot capture gains beyond them. The README's table reports the full study (`benchmarks/study_backtest.py`: 20 worlds x 4 repeats within +-20% of the reference, 8 worlds over the whole simplex) and the default it supports: within the trust region SODMAdditive beats tied CAMEL (in 18 of 20 worlds) and CAMELData (by 0.03 points) on this zoo.",
+        "How to read this: the law-based methods extrapolate a fit made on a +-20% design to the whole simplex, so their picks can land far outside the mixtures they saw; `best-observed` never leaves the trained mixtures and so cannot capture gains beyond them. The README's table reports the full study (`benchmarks/study_backtest.py`: 20 worlds x 4 repeats, within +-20% of the reference and over the whole simplex) and the default it supports: within the trust region SODMAdditive beats tied CAMEL (in 18 of 20 worlds) and CAMELData (by 0.03 points) on this zoo.",
     ),
     (
         "md",
