@@ -6,6 +6,17 @@ regret (true optimum minus the true value of the pick) and the capture (the shar
 reference mixture). Repeats draw fresh run noise and fresh runs; every (budget, repeat) of one method is a row of
 one multi-target fit (0/1 weight masks over one table of runs, as `extrapolation_error` does), so a method
 compiles once whatever the number of repeats and budgets, and every method sees the same noise and masks.
+
+Bands and robust picks (`backtest(..., n_resamples=B, robust=..., level=0.95)`): with B > 0 every law method's
+mixture laws are also refitted on B bootstrap resamples of the runs each cell trained (whole runs, within each
+size; warm-started from the cell's fit; every cell, benchmark and resample one multi-target fit). `low` and `high`
+are then the `level` percentile band of the objective at the pick across those resamples and `covered` says
+whether the true value lies in it. That band is the plain bootstrap's: the loss-to-benchmark laws are the cell's
+point fits and no extrapolation calibration is added, so it measures how well such a band covers at the target.
+`robust` ("mean" or ("quantile", q), needs B >= 2) makes each law method pick the mixture maximizing that
+statistic of the objective over its cell's resamples (`optimal_mixture`'s `robust`). Nested DML keeps its point
+pick; `low`, `high` and `covered` are NaN without resamples and for dml, size-agnostic, best-observed and
+callables.
 """
 
 from __future__ import annotations
@@ -118,45 +129,31 @@ def backtest(
     **Arguments**:
     - `methods`: names from `BACKTEST_METHODS` or callables, as a sequence or as {label: method}. `"camel"` (tied
       CAMEL, k=3), `"camel-free"` (free profiles), `"camel-data"` (tied CAMELData, k=3, at the runs' one token
-      count), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper
-      runs it) fit the end-to-end pipeline and optimize it at `target_size`; `"size-agnostic"` optimizes the tied CAMEL
-      pipeline at the largest trained size instead; `"best-observed"` picks the trained mixture with the best
-      observed objective at the largest trained size (no law). A callable is called as
-      `method(runs, objective=weights, target_size=..., key=...)` with the training runs it may see (a DataFrame
-      with the mixture columns `r_<dataset>`, `size`, `flops` and `acc_<benchmark>`) and returns a mixture [n].
+      count), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper runs it) fit the end-to-end
+      pipeline and optimize it at `target_size`; `"size-agnostic"` optimizes the tied CAMEL pipeline at the
+      largest trained size instead; `"best-observed"` picks the trained mixture with the best observed objective
+      at the largest trained size (no law). A callable is called as `method(runs, objective=weights,
+      target_size=..., key=...)` with the training runs it may see (a DataFrame with the mixture columns
+      `r_<dataset>`, `size`, `flops` and `acc_<benchmark>`) and returns a mixture [n].
     - `objective`: a name of `OBJECTIVES` or {benchmark: weight}. `target_size`: the size to choose for.
     - The runs: `mixtures` (default: `perturbed_mixtures(reference, 0.2)`, the paper's 11) at `train_sizes`, with
       relative `noise` (the world's heteroscedastic scale applies) drawn afresh for every repeat.
       `reference` defaults to the paper's `REFERENCE` (5 datasets) or the uniform mixture.
-    - `budgets`: FLOPs budgets (None: every run); for each, `strategy` (a name of `STRATEGIES`, or
-      {method label: strategy}, e.g. hourglass for CAMEL and rectangle for the baselines) chooses the runs.
-      Methods with the same strategy see the same runs in each repeat.
-    - `max_shift`: search within reference (1 +- max_shift) instead of the whole simplex (the truth too).
-    - `restarts`: of every fit. `name`: the `world` column (default: the world's family).
-    - `n_resamples` = B > 0: every law method's mixture laws are also refitted on B bootstrap resamples of the
-      runs each cell trained (whole runs, within each size; warm-started from the cell's fit; all cells, budgets
-      and resamples one multi-target fit), giving the pick's band: `low`, `high` the `level` percentile band of
-      the objective at the pick across resamples and `covered` whether the true value lies in it. The band is
-      the plain bootstrap's (the loss-to-benchmark laws are the cell's point fits and no extrapolation
-      calibration is added): it measures how well that band covers at the target, not a calibrated band.
-    - `robust` ("mean" or ("quantile", q), needs `n_resamples`): each law method picks the mixture maximizing
-      that statistic of the objective over its cell's resamples (`optimal_mixture`'s `robust`), instead of the
-      point fit's optimum. Nested DML keeps its point pick and has no band.
+    - `budgets`: FLOPs budgets (None: every run); for each, `strategy` (a name of `STRATEGIES`, or {method label:
+      strategy}, e.g. hourglass for CAMEL) chooses the runs. Methods with the same strategy see the same runs.
+      `max_shift`: search (the truth too) within reference (1 +- max_shift). `restarts`: of every fit.
+    - `name`: the `world` column (default: the family). `n_resamples`, `robust`, `level`: see the module docstring.
 
     **Returns**: one row per (method, budget, repeat), columns `BACKTEST_COLUMNS` then the pick `r_<dataset>`:
     `regret` = true optimum - true value of the pick (accuracy units, >= 0 up to the optimizer's tolerance),
     `capture` = (true value of the pick - that of the reference) / (optimum - reference), `predicted_value` the
     method's own estimate of its pick (NaN for callables and size-agnostic). Where a method cannot fit its law
-    (nested DML with no mixture trained at 3 sizes) it keeps the reference. `low`, `high` and `covered` are NaN
-    without `n_resamples`, and for methods without resampled laws (dml, size-agnostic, best-observed, callables).
+    (nested DML with no mixture trained at 3 sizes) it keeps the reference.
     """
-    resampling = _resampling(n_resamples, robust, level)
+    resampling = _resampling(n_resamples, robust, level)  # checked, like every argument, before any compute
     setup, labelled = _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures,
-                             budgets, strategy, repeats, noise, max_shift, restarts)  # fmt: skip
-    setup = dataclasses.replace(setup, **resampling)
-    true_f = world.true_objective(setup.target_size, setup.weights)
-    truth = optimal_mixture(true_f, world.n_datasets, key=jax.random.fold_in(key, 1), restarts=32, **setup.region)
-    ref_value = float(true_f(jnp.asarray(setup.reference)))
+                             budgets, strategy, repeats, noise, max_shift, restarts, resampling)  # fmt: skip
+    true_f, scale = _truth(setup)
     frames = []
     cache: dict[tuple[str, str], Any] = {}
     for label, (method, strat) in labelled.items():
@@ -164,12 +161,17 @@ def backtest(
             warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
             picks, predicted, band = _run_method(method, setup, strat, cache)
         true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
-        rows = _rows_of(setup, label, strat, picks, predicted, true_values, float(truth.value), ref_value, name)
-        if band is not None:
-            rows["low"], rows["high"] = band
-            rows["covered"] = ((band[0] <= true_values) & (true_values <= band[1])).astype(float)
-        frames.append(rows)
+        frames.append(_rows_of(setup, label, strat, picks, predicted, true_values, scale, band, name))
     return pd.concat(frames, ignore_index=True)
+
+
+def _truth(setup: _Setup) -> tuple[Callable[[Array], Array], tuple[float, float]]:
+    """The world's true objective at the target, and (its optimum over the search region, its reference value)."""
+    world = setup.world
+    true_f = world.true_objective(setup.target_size, setup.weights)
+    key = jax.random.fold_in(setup.key, 1)
+    truth = optimal_mixture(true_f, world.n_datasets, key=key, restarts=32, **setup.region)
+    return true_f, (float(truth.value), float(true_f(jnp.asarray(setup.reference))))
 
 
 def _resampling(n_resamples: int, robust: Any, level: float) -> dict[str, Any]:
@@ -186,7 +188,7 @@ def _resampling(n_resamples: int, robust: Any, level: float) -> dict[str, Any]:
 
 
 def _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures, budgets, strategy,
-           repeats, noise, max_shift, restarts) -> tuple[_Setup, dict[str, tuple[Any, str]]]:  # fmt: skip
+           repeats, noise, max_shift, restarts, resampling) -> tuple[_Setup, dict[str, tuple[Any, str]]]:  # fmt: skip
     """Checks every argument (before any compute) and builds the design."""
     if not isinstance(world, World):
         raise TypeError(f"`world` must be a camel_jax.simulate.World; got {type(world).__name__}")
@@ -210,7 +212,8 @@ def _setup(world, methods, key, objective, target_size, train_sizes, reference, 
     strategies = sorted({s for _, s in labelled.values()})
     design = _design(world, rows, train_sizes, budget_list, strategies, repeats, noise, jax.random.fold_in(key, 0))
     names = [b for b in weights if weights[b] != 0]
-    setup = _Setup(world, design, names, {b: weights[b] for b in names}, size, region, ref, restarts, key)
+    setup = _Setup(world, design, names, {b: weights[b] for b in names}, size, region, ref, restarts, key,
+                   **resampling)  # fmt: skip
     return setup, labelled
 
 
@@ -456,7 +459,9 @@ def _callable_picks(method: Callable, setup: _Setup, masks: np.ndarray) -> tuple
     return np.array(picks), np.full(len(picks), np.nan)
 
 
-def _rows_of(setup, label, strategy, picks, predicted, true_values, optimum, ref_value, name) -> pd.DataFrame:
+def _rows_of(setup, label, strategy, picks, predicted, true_values, scale, band, name) -> pd.DataFrame:
+    """The method's rows; `scale` = (true optimum, true value of the reference); `band` = (low, high) or None."""
+    optimum, ref_value = scale
     d = setup.design
     nb, R, _ = d.masks[strategy].shape
     masks = d.masks[strategy].reshape(nb * R, -1)
@@ -473,9 +478,9 @@ def _rows_of(setup, label, strategy, picks, predicted, true_values, optimum, ref
         "capture": (true_values - ref_value) / gap if gap > 0 else np.nan,
         "true_value": true_values,
         "predicted_value": predicted,
-        "low": np.nan,
-        "high": np.nan,
-        "covered": np.nan,
+        "low": np.nan if band is None else band[0],
+        "high": np.nan if band is None else band[1],
+        "covered": np.nan if band is None else ((band[0] <= true_values) & (true_values <= band[1])).astype(float),
     }
     table |= {c: picks[:, j] for j, c in enumerate(d.columns)}
     return pd.DataFrame(table)
