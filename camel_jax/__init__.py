@@ -3,8 +3,10 @@
 __version__ = "0.1.0"
 
 from . import simulate as simulate
+from ._backtest import ADAPTIVE as ADAPTIVE
 from ._backtest import BACKTEST_COLUMNS as BACKTEST_COLUMNS
 from ._backtest import BACKTEST_METHODS as BACKTEST_METHODS
+from ._backtest import BACKTEST_STRATEGIES as BACKTEST_STRATEGIES
 from ._backtest import backtest as backtest
 from ._bootstrap import BootstrapResult as BootstrapResult
 from ._bootstrap import bootstrap as bootstrap

@@ -17,6 +17,16 @@ point fits and no extrapolation calibration is added, so it measures how well su
 statistic of the objective over its cell's resamples (`optimal_mixture`'s `robust`). Nested DML keeps its point
 pick; `low`, `high` and `covered` are NaN without resamples and for dml, size-agnostic, best-observed and
 callables.
+
+The "adaptive" strategy (issue 16; the paper leaves adaptive allocation to future work) chooses its runs while
+training them. In each (budget, repeat) it starts from the hourglass design at `seed` x budget, then spends the rest
+in `rounds` tranches: fit the design law (`law`) with `n_resamples` bootstrap refits to the runs trained so far,
+and add the greedy `next_runs` batch over the runs not yet trained within the tranche (score: the variance of the
+recommended mixture's gain over the reference at the target that a run's outcome would remove, Cov(q, f_c)^2 /
+(Var(f_c) + noise^2), per FLOP; noise: the rms residual of the cell's point pipeline). Tranche t spends at most
+(budget - spent) / (rounds left); a round that finds nothing worth its cost leaves the FLOPs to the next, so the
+strategy may end under budget (the `flops` column says). Every round is one batched fit over all cells, so the
+design costs `rounds` x (one method's fits with resamples) and compiles once.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from ._checks import DESIGN_WARNINGS
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
 from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
+from ._next import greedy_batch
 from ._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
 from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
 from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
@@ -45,6 +56,10 @@ from .laws import CAMEL, CAMELData, SODMAdditive
 from .laws._base import count
 
 BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
+BACKTEST_STRATEGIES = (*STRATEGIES, "adaptive")
+# The "adaptive" strategy's defaults: the law it designs with, the hourglass seed's share of the budget, the number
+# of tranches the rest is spent in, and the bootstrap resamples of each refit.
+ADAPTIVE = {"law": "camel", "seed": 0.25, "rounds": 3, "n_resamples": 16}
 BACKTEST_COLUMNS = (
     "world", "method", "strategy", "budget", "repeat", "n_runs", "flops", "regret", "capture", "true_value",
     "predicted_value", "low", "high", "covered",
@@ -101,6 +116,7 @@ class _Setup:
     n_resamples: int = 0
     robust: str | tuple[str, float] | None = None
     level: float = 0.95
+    adaptive: dict[str, Any] = dataclasses.field(default_factory=lambda: dict(ADAPTIVE))
 
 
 def backtest(
@@ -123,6 +139,7 @@ def backtest(
     n_resamples: int = 0,
     robust: str | tuple[str, float] | None = None,
     level: float = 0.95,
+    adaptive: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Backtest mixture-choosing methods on a world whose true objective is known.
 
@@ -139,10 +156,11 @@ def backtest(
     - The runs: `mixtures` (default: `perturbed_mixtures(reference, 0.2)`, the paper's 11) at `train_sizes`, with
       relative `noise` (the world's heteroscedastic scale applies) drawn afresh for every repeat.
       `reference` defaults to the paper's `REFERENCE` (5 datasets) or the uniform mixture.
-    - `budgets`: FLOPs budgets (None: every run); for each, `strategy` (a name of `STRATEGIES`, or {method label:
-      strategy}, e.g. hourglass for CAMEL) chooses the runs. Methods with the same strategy see the same runs.
-      `max_shift`: search (the truth too) within reference (1 +- max_shift). `restarts`: of every fit.
-    - `name`: the `world` column (default: the family). `n_resamples`, `robust`, `level`: see the module docstring.
+    - `budgets`: FLOPs budgets (None: every run); for each, `strategy` (a name of `BACKTEST_STRATEGIES`, or {method
+      label: strategy}) chooses the runs; methods with the same strategy see the same runs. `max_shift`: search (the
+      truth too) within reference (1 +- max_shift). `restarts`: of every fit. `name`: the `world` column (default:
+      the family). `n_resamples`, `robust`, `level`, and `adaptive` (options of the "adaptive" strategy, defaults
+      `ADAPTIVE`): see the module docstring.
 
     **Returns**: one row per (method, budget, repeat), columns `BACKTEST_COLUMNS` then the pick `r_<dataset>`:
     `regret` = true optimum - true value of the pick (accuracy units, >= 0 up to the optimizer's tolerance),
@@ -150,19 +168,25 @@ def backtest(
     method's own estimate of its pick (NaN for callables and size-agnostic). Where a method cannot fit its law
     (nested DML with no mixture trained at 3 sizes) it keeps the reference.
     """
-    resampling = _resampling(n_resamples, robust, level)  # checked, like every argument, before any compute
+    resampling = _resampling(n_resamples, robust, level) | {"adaptive": _adaptive_options(adaptive)}  # checked
     setup, labelled = _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures,
                              budgets, strategy, repeats, noise, max_shift, restarts, resampling)  # fmt: skip
-    true_f, scale = _truth(setup)
-    frames = []
+    truth = _truth(setup)
     cache: dict[tuple[str, str], Any] = {}
-    for label, (method, strat) in labelled.items():
-        with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
-            warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
-            picks, predicted, band = _run_method(method, setup, strat, cache)
-        true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
-        frames.append(_rows_of(setup, label, strat, picks, predicted, true_values, scale, band, name))
+    frames = [
+        _method_rows(label, method, strat, setup, cache, truth, name) for label, (method, strat) in labelled.items()
+    ]
     return pd.concat(frames, ignore_index=True)
+
+
+def _method_rows(label, method, strategy, setup, cache, truth, name) -> pd.DataFrame:
+    """One method's rows: its picks scored by the truth (the true objective, (optimum, reference value))."""
+    true_f, scale = truth
+    with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
+        warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
+        picks, predicted, band = _run_method(method, setup, strategy, cache)
+    true_values = np.asarray(jax.vmap(true_f)(jnp.asarray(picks)))
+    return _rows_of(setup, label, strategy, picks, predicted, true_values, scale, band, name)
 
 
 def _truth(setup: _Setup) -> tuple[Callable[[Array], Array], tuple[float, float]]:
@@ -209,12 +233,82 @@ def _setup(world, methods, key, objective, target_size, train_sizes, reference, 
     for b in budget_list:
         if b is not None and not (np.isfinite(b) and b > 0):
             raise ValueError(f"`budgets` must be FLOPs > 0 (or None for every run); got {b!r}")
-    strategies = sorted({s for _, s in labelled.values()})
+    strategies = sorted({s for _, s in labelled.values()} - {"adaptive"})
     design = _design(world, rows, train_sizes, budget_list, strategies, repeats, noise, jax.random.fold_in(key, 0))
     names = [b for b in weights if weights[b] != 0]
     setup = _Setup(world, design, names, {b: weights[b] for b in names}, size, region, ref, restarts, key,
                    **resampling)  # fmt: skip
+    if any(s == "adaptive" for _, s in labelled.values()):
+        with warnings.catch_warnings():  # the seed designs are small by design
+            warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
+            adaptive = _adaptive_masks(setup)
+        setup = dataclasses.replace(setup, design=dataclasses.replace(design, masks=design.masks | adaptive))
     return setup, labelled
+
+
+def _adaptive_options(adaptive: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The "adaptive" strategy's options (`ADAPTIVE` updated by `adaptive`), checked."""
+    options = dict(ADAPTIVE) | dict(adaptive or {})
+    unknown = sorted(set(options) - set(ADAPTIVE))
+    if unknown:
+        raise ValueError(f"unknown `adaptive` options {unknown}; known: {sorted(ADAPTIVE)}")
+    if options["law"] not in ("camel", "camel-free", "camel-data", "sodm"):
+        raise ValueError(f"`adaptive['law']` must be camel, camel-free, camel-data or sodm; got {options['law']!r}")
+    if not (isinstance(options["seed"], float | int) and 0 < options["seed"] <= 1):
+        raise ValueError(f"`adaptive['seed']` (the seed design's share of the budget) must be in (0, 1]; got "
+                         f"{options['seed']!r}")  # fmt: skip
+    count(options["rounds"], "adaptive['rounds']")
+    count(options["n_resamples"], "adaptive['n_resamples']", least=2)
+    return options
+
+
+def _adaptive_masks(setup: _Setup) -> dict[str, np.ndarray]:
+    """{"adaptive": training masks [nb, R, P]}: in each (budget, repeat) the hourglass design at `seed` x budget,
+    then `rounds` tranches of the rest (each round spends at most what is left / rounds left), every tranche the
+    greedy `next_runs` batch chosen from the law's resampled fit to the runs trained so far."""
+    d, options = setup.design, setup.adaptive
+    nb, R = len(d.budgets), d.losses.shape[0]
+    runs = pd.DataFrame({"size": d.size, "flops": d.flops})
+    k = jax.random.fold_in(setup.key, 7)
+    seeds = [[sample_design("hourglass", runs, options["seed"] * b, jax.random.fold_in(k, i)) for i in range(R)]
+             for b in d.budgets]  # fmt: skip
+    masks = np.asarray(seeds, dtype=float)
+    masks[d.budgets >= d.flops.sum()] = 1.0  # nothing left to choose
+    inner = dataclasses.replace(setup, n_resamples=options["n_resamples"], robust=None)
+    for left in range(options["rounds"], 0, -1):
+        tranche = (d.budgets[:, None] - masks @ d.flops) / left  # [nb, R]
+        q, F, noise = _decision_ensemble(options["law"], inner, masks)
+        for c, (j, i) in enumerate(np.ndindex(nb, R)):
+            free = np.flatnonzero(masks[j, i] == 0)
+            if len(free) and tranche[j, i] > 0:
+                chosen = greedy_batch(q[c], F[c][:, free], noise[c], d.flops[free], budget=tranche[j, i],
+                                      batch=len(free), replace=False)  # fmt: skip
+                masks[j, i, free[[p for p, _, _ in chosen]]] = 1.0
+    return {"adaptive": masks}
+
+
+def _decision_ensemble(law: str, setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What `next_runs` scores, for every cell at once: the resampled gain of the recommended mixture (robust mean)
+    over the reference at the target q [C, B], every run's resampled objective F [C, B, P], and the noise sd of one
+    run's objective [C] (the rms residual of the cell's point pipeline over the runs it trained)."""
+    r, size = jnp.asarray(setup.design.r), jnp.asarray(setup.design.size)
+    pipelines, _, boot = _fit_pipelines(law, setup, masks, _benchmark_laws(setup, masks))
+    assert boot is not None  # `law` is never nested DML and `setup` has resamples
+    key = jax.random.fold_in(setup.key, 8)
+    best = robust_mixtures(boot, key=key, model_size=setup.target_size, robust="mean", **setup.region)
+    M, ref = jnp.asarray([setup.target_size]), jnp.asarray(setup.reference)[None, :]
+    q = jax.vmap(lambda p, r: p.objective(r[None, :], M)[:, 0] - p.objective(ref, M)[:, 0])(boot, best.r)
+    F = boot.objective(r, size)  # [C, B, P]
+    W = masks.reshape(-1, masks.shape[-1])
+    residual = np.tile(_observed(setup), (masks.shape[0], 1)) - np.asarray(pipelines.objective(r, size))
+    noise = np.sqrt((W * residual**2).sum(axis=1) / np.maximum(W.sum(axis=1), 1.0))
+    return np.asarray(q), np.asarray(F), noise
+
+
+def _observed(setup: _Setup) -> np.ndarray:
+    """The observed objective of every run in every repeat [R, P]."""
+    index = [setup.world.benchmarks.index(b) for b in setup.names]
+    return setup.design.accuracies[:, :, index] @ np.array([setup.weights[b] for b in setup.names])
 
 
 def _reference(world: World, reference: ArrayLike | None) -> np.ndarray:
@@ -251,8 +345,8 @@ def _labelled(methods: Any, strategy: str | Mapping[str, str]) -> dict[str, tupl
         if not (isinstance(method, str) or callable(method)):
             raise TypeError(f"method {label!r} must be a method name or a callable; got {type(method).__name__}")
         strat = strategy.get(label, "rectangle") if isinstance(strategy, Mapping) else strategy
-        if strat not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strat!r} for method {label!r}; choose one of {STRATEGIES}")
+        if strat not in BACKTEST_STRATEGIES:
+            raise ValueError(f"unknown strategy {strat!r} for method {label!r}; choose one of {BACKTEST_STRATEGIES}")
         out[label] = (method, strat)
     return out
 
@@ -432,9 +526,7 @@ def _template(law: str, n: int, key: Array) -> Any:
 def _best_observed(setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The trained mixture with the best observed objective at the largest size trained in each mask."""
     d = setup.design
-    index = [setup.world.benchmarks.index(b) for b in setup.names]
-    w = np.array([setup.weights[b] for b in setup.names])
-    observed = d.accuracies[:, :, index] @ w  # [R, P]
+    observed = _observed(setup)  # [R, P]
     picks, values = [], []
     for j in range(masks.shape[0]):
         for i in range(masks.shape[1]):

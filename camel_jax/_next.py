@@ -66,18 +66,20 @@ def _scores(S: np.ndarray, s2: np.ndarray) -> np.ndarray:
 
 
 def greedy_batch(
-    q: ArrayLike, F: ArrayLike, noise: ArrayLike, cost: ArrayLike, *, budget: float, batch: int
+    q: ArrayLike, F: ArrayLike, noise: ArrayLike, cost: ArrayLike, *, budget: float, batch: int, replace: bool = True
 ) -> list[tuple[int, float, float]]:
     """Up to `batch` candidates within `budget` FLOPs, each the best variance reduction per FLOP given the ones
     chosen before it (their outcomes are conditioned on: a rank-one update of the ensemble covariance, so a second
-    copy of a chosen run is worth less than the first). Returns [(index, score, sd of q after)]."""
+    copy of a chosen run is worth less than the first; `replace=False` chooses each candidate at most once).
+    Returns [(index, score, sd of q after)]."""
     S, s2 = _joint(q, F, noise)
     cost = np.asarray(cost, float)
     chosen: list[tuple[int, float, float]] = []
     spent, negligible = 0.0, 1e-9 * S[0, 0]  # removes less than a billionth of today's Var(q): tells nothing
+    available = np.ones(len(cost), bool)
     for _ in range(batch):
         scores = _scores(S, s2)
-        useful = (spent + cost <= budget * (1 + 1e-12)) & (scores > negligible)
+        useful = (spent + cost <= budget * (1 + 1e-12)) & (scores > negligible) & available
         per_flop = np.where(useful, scores / cost, -np.inf)
         c = int(np.argmax(per_flop))
         if not useful[c]:
@@ -85,6 +87,7 @@ def greedy_batch(
         column = S[:, c + 1].copy()
         S = S - np.outer(column, column) / (S[c + 1, c + 1] + s2[c])
         spent += float(cost[c])
+        available[c] = replace
         chosen.append((c, float(scores[c]), float(np.sqrt(max(S[0, 0], 0.0)))))
     return chosen
 

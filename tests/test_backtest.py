@@ -4,6 +4,7 @@ repeats, one compile per method."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import traces_of
 
@@ -177,6 +178,35 @@ def test_bad_arguments_are_named_before_any_compute():
         cj.backtest(world, ["camel"], key=key, robust="median", n_resamples=4)
     with pytest.raises(ValueError, match="`level`"):
         cj.backtest(world, ["camel"], key=key, n_resamples=4, level=95)
+
+
+def test_adaptive_strategy_grows_its_seed_within_budget_and_repeats_under_a_key():
+    world = simulate.make_world(jax.random.key(0))
+    full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
+    budgets = [0.3 * full, None]
+    methods = {"hourglass": "camel", "adaptive": "camel"}
+    kw = dict(key=jax.random.key(0), repeats=2, restarts=2, budgets=budgets, strategy={m: m for m in methods},
+              adaptive={"rounds": 2, "n_resamples": 4})  # fmt: skip
+    table = cj.backtest(world, methods, **kw)
+    again = cj.backtest(world, {"adaptive": "camel"}, **kw)
+    hourglass, adaptive = (table[table.method == m].reset_index(drop=True) for m in methods)
+    cut = adaptive["budget"] < full
+    assert np.all(adaptive.loc[cut, "flops"] <= 0.3 * full * (1 + 1e-9))
+    # the seed (the hourglass at 25% of the budget) grows: more than half the budget is spent
+    assert np.all(adaptive.loc[cut, "flops"] > 0.15 * full)
+    assert np.all(adaptive.loc[~cut, "n_runs"] == 66) and np.all(np.isfinite(adaptive["regret"]))
+    assert np.all(hourglass.loc[cut, "flops"] <= 0.3 * full * (1 + 1e-9))  # both designs under the same budget
+    pd.testing.assert_frame_equal(again, adaptive)  # the same key, the same runs and picks
+
+
+def test_bad_adaptive_options_are_named_before_any_compute():
+    world = simulate.make_world(jax.random.key(0))
+    key = jax.random.key(0)
+    for options, message in [({"tranches": 2}, "unknown `adaptive` options"), ({"law": "dml"}, "adaptive\\['law'\\]"),
+                             ({"seed": 0.0}, "adaptive\\['seed'\\]"), ({"rounds": 0}, "adaptive\\['rounds'\\]"),
+                             ({"n_resamples": 1}, "adaptive\\['n_resamples'\\]")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            cj.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=options)
 
 
 @pytest.mark.slow

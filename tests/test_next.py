@@ -38,6 +38,11 @@ def test_greedy_batch_conditions_on_its_choices_and_keeps_the_budget():
     assert sds == sorted(sds, reverse=True) and sds[0] < np.std(q, ddof=1)
     assert [c for c, _, _ in greedy_batch(q, F, 0.0, [5.0, 5.0, 1.0], budget=1.0, batch=3)] == [2]
     assert greedy_batch(q, F, 0.0, [5.0, 5.0, 5.0], budget=1.0, batch=3) == []
+    # noisy runs are worth repeating; without replacement (a backtest's design runs) each is chosen once at most
+    noisy = greedy_batch(q, F[:, 2:], 1.0, [1.0], budget=10.0, batch=4)
+    assert [c for c, _, _ in noisy] == [0, 0, 0, 0]
+    once = greedy_batch(q, F, 1.0, [1.0, 1.0, 1.0], budget=10.0, batch=5, replace=False)
+    assert sorted(c for c, _, _ in once) == [0, 1, 2]
 
 
 def agreeing_ensemble(B=24):
