@@ -150,6 +150,7 @@ def next_runs(
     target_size: float,
     key: Array,
     batch: int = 1,
+    replace: bool = True,
     reference: ArrayLike | None = None,
     max_shift: float | None = None,
     noise: float | None = None,
@@ -171,7 +172,9 @@ def next_runs(
       residual).
     - `candidates`: runs not yet trained: `mixture` columns (default: every `r_*` column), `size` and `cost`
       (FLOPs, > 0) columns. Not modified.
-    - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `key`: the optimizer's starts.
+    - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `replace`: whether a candidate may be
+      chosen again (a replicate with fresh noise; False when each row can be trained once); `key`: the
+      optimizer's starts.
     - `max_shift`: recommend within reference (1 +- max_shift), as `optimal_mixture` does (needs `reference`).
 
     **Returns**: the chosen rows of `candidates` in order of choice, with `NEXT_COLUMNS`: `score` (the variance of
@@ -193,7 +196,8 @@ def next_runs(
     if reference is not None:
         q = q - f(jnp.asarray(reference, dtype=r_star.dtype)[None, :], M_t)[:, 0]
     F = np.asarray(f(table.r, table.size))  # in the fit's precision: the rounding floor of `_noise_variance`
-    picks = greedy_batch(np.asarray(q), F, noise_sd, np.asarray(table.y), budget=float(budget), batch=batch)
+    picks = greedy_batch(np.asarray(q), F, noise_sd, np.asarray(table.y), budget=float(budget), batch=batch,
+                         replace=bool(replace))  # fmt: skip
     out = _chosen(candidates, picks, np.asarray(table.y))
     out.attrs = {"recommended": np.asarray(choice.r), "sd_before": float(np.std(np.asarray(q), ddof=1))}
     return out

@@ -91,6 +91,9 @@ def test_next_runs_on_a_batched_pipeline_within_budget_and_bad_input():
     pd.testing.assert_frame_equal(table, before)
     assert 1 <= len(out) <= 3 and out["cumulative_cost"].iloc[-1] <= 3 * 6.0 * 12.0**3
     assert np.all(np.diff(out["sd_after"]) <= 1e-12)
+    once = cj.next_runs(pipes, table, budget=1e12, target_size=20.0, key=jax.random.key(0), batch=30, noise=1e-3,
+                        replace=False, reference=[0.2, 0.3, 0.5])  # fmt: skip
+    assert len(once) >= 2 and once.index.is_unique  # every candidate at most once
     boxed = cj.next_runs(pipes, table, budget=1e9, target_size=20.0, key=jax.random.key(0), noise=1e-3,
                          reference=[0.2, 0.3, 0.5], max_shift=0.2)  # fmt: skip
     ratio = boxed.attrs["recommended"] / np.array([0.2, 0.3, 0.5])
