@@ -564,7 +564,7 @@ for name, r in [("before", step.attrs["recommended"]), ("after", after.attrs["re
     (
         "code",
         """\
-strategies = (*cj.STRATEGIES, "adaptive")
+strategies = ("hourglass", "adaptive") if QUICK else (*cj.STRATEGIES, "adaptive")
 fractions = [0.25, 0.5]
 frames = []
 for seed in range(1 if QUICK else 3):
