@@ -15,20 +15,24 @@ shape drifts). A prediction at distance d gains variance d^2 (kappa_level^2 + ka
 two mixtures only 2 d^2 kappa_mix^2. The error grows linearly in log size: the assumption that lets one or two
 held-out steps speak for the target; it is checked, not proven, by the backtest study.
 
-**Estimate** (method of moments). Fold j = 1..`holdout` drops the j largest sizes, bootstraps the rest and
-predicts every dropped point: errors e_p of the resamples' median, their bootstrap variance s_p^2, the variance
-of their deviation from the fold's mean over the held-out size s'_p^2, and the noise variance s_n^2 (the median
-law's weighted training residuals, degrees of freedom corrected). Over all (fold, held-out size) cells c with
-H_c points at distance d_c:
+**Estimate** (method of moments). Fold j = 1..`holdout` drops the j largest sizes and bootstraps the rest (all
+folds are one batched fit, sharing the resamples); each dropped point p gets the error e_p of the resamples'
+median. In a (fold, held-out size) cell c of H_c points at distance d_c, write e_c for the errors' mean, S_c^2
+for the bootstrap variance of the resamples' mean prediction over the cell, v_c for the errors' variance about
+e_c and s'^2 for the mean bootstrap variance of the points' deviations from the cell's mean; s_n^2 is the noise
+variance (the median law's weighted training residuals, degrees of freedom corrected). Then
 
-    kappa_total^2 = sum_c H_c max(0, mean(e^2) - mean(s^2) - s_n^2) / sum_c H_c d_c^2
-    kappa_mix^2   = sum_c H_c max(0, var(e) - mean(s'^2) - s_n^2) / sum_c H_c d_c^2,   clipped to kappa_total^2
+    m_c = max(0, v_c - s'^2 - s_n^2)                                   (d_c^2 kappa_mix^2: spread by mixture)
+    kappa_mix^2   = sum_c H_c m_c / sum_c H_c d_c^2
+    kappa_level^2 = sum_c H_c max(0, e_c^2 - S_c^2 - s_n^2 / H_c - m_c / H_c) / sum_c H_c d_c^2
 
-and kappa_level^2 = kappa_total^2 - kappa_mix^2. A law that extrapolates as well as its bootstrap says gets
-kappa = 0 and its bands back unchanged. The kappas rest on a few held-out cells (3 with the default `holdout=2`),
-so the extrapolation term of a band uses the Student-t quantile with as many degrees of freedom as cells (and
-`objective_draws` draws it from that t distribution): a variance estimated from 3 numbers is itself uncertain,
-and the normal quantile would undercover.
+The level term subtracts the noise of a mean of H_c points, not of one point: s_n^2 also holds the law's lack of
+fit inside the data, which would otherwise hide a shared drift as large as the noise (it did in the zoo's
+default family, where errors past the data are mostly one shift shared by all mixtures). A law that extrapolates
+as well as its bootstrap says gets kappa = 0 and its bands back unchanged. The kappas rest on a few held-out
+cells (3 with the default 2 folds), so the extrapolation term of a band uses the Student-t quantile with as many
+degrees of freedom as cells (and `objective_draws` draws it from that t distribution): a variance estimated from
+a few numbers is itself uncertain, and the normal quantile would undercover.
 """
 
 from __future__ import annotations
@@ -124,8 +128,8 @@ def calibrate(
     y: ArrayLike,
     *,
     key: Array,
-    n_resamples: int = 100,
-    holdout: int = 2,
+    n_resamples: int = 32,
+    holdout: int | None = None,
     restarts: int = 8,
     inits: Any = None,
     weights: ArrayLike | None = None,
@@ -135,29 +139,33 @@ def calibrate(
 ) -> Calibration:
     """Measure how a law's bootstrap band understates the error of extrapolating past the largest trained size.
 
-    **Arguments**: the law template, its `inputs` and targets `y` [P] (or [T, P]: one calibration per target,
-    one multi-target fit per fold), as for `fit`; `n_resamples` per fold (the folds only need the bootstrap's
-    spread at the held-out points, not its tails: 100 is plenty); `holdout` the number of folds, fold j dropping
-    the j largest sizes (the data must keep >= 2 sizes); `inits` warm starts (e.g. the full-data `fit(...).law`,
-    batched over targets for [T, P]); `weights` [P] or [T, P] (0 leaves a point out, e.g. a missing loss),
-    `groups`, `strata` as for `bootstrap`. Returns a `Calibration` (see the module docstring for the model).
+    **Arguments**: the law template, its `inputs` and targets `y` [P] (or [T, P]: one calibration per target),
+    as for `fit`; `n_resamples` per fold (the folds only need the bootstrap's spread at the held-out points, not
+    its tails: 32 measured as well as 100 in the zoo); `holdout` the number of folds, fold j dropping the j largest
+    sizes (each fold keeps >= 2 sizes; None: 2 folds and 3 held-out cells, or 1 fold for 3 sizes; more folds
+    fit on fewer sizes and overstate a well-specified law's error: in the tests, a fold of a true CAMEL on 3 sizes
+    erred by 2x its own bootstrap spread); `inits` warm starts (e.g. the full-data `fit(...).law`, batched over
+    targets for [T, P]); `weights` [P] or [T, P] (0 leaves a point out, e.g. a missing loss), `groups`, `strata`
+    as for `bootstrap`. Every fold, resample and target is one fit. Returns a `Calibration` (see the module
+    docstring for the model).
     """
     options = resolve_options(options)
     count(n_resamples, "n_resamples", least=2)
-    count(holdout, "holdout")
+    if holdout is not None:
+        count(holdout, "holdout")
     arrays = tuple(jnp.asarray(x) for x in inputs)
     W0 = _weights(y, weights)
-    size_index, size, sizes = _sizes(law, arrays, W0, holdout)
+    size_index, size, sizes, holdout = _sizes(law, arrays, W0, holdout)
     Y = jnp.atleast_2d(jnp.asarray(y))
-    cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
-    noise = []
     if inits is not None and jnp.ndim(y) == 1:  # one target: a batch of one
         inits = jax.tree.map(lambda leaf: leaf[None], inits)
-    start = None if inits is None else warm_starts(inits, n_resamples)
-    resample = dict(groups=groups, strata=strata)
-    for j in range(1, holdout + 1):
-        fold_cells, fold_noise = _fold(law, arrays, Y, W0, size, sizes, j, n_resamples, restarts, start, resample,
-                                       options, jax.random.fold_in(key, j))  # fmt: skip
+    keeps = sizes[-np.arange(2, holdout + 2)]  # fold j keeps the sizes <= keeps[j - 1]
+    pred = _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, dict(groups=groups, strata=strata),
+                      options, key)  # fmt: skip
+    cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
+    noise = []
+    for keep, fold_pred in zip(keeps, pred):
+        fold_cells, fold_noise = _fold_cells(law, Y, W0, size, sizes, keep, fold_pred, options)
         cells += fold_cells
         noise.append(fold_noise)
     noise_var = np.mean(noise, axis=0)  # [T]
@@ -181,35 +189,46 @@ def _weights(y: ArrayLike, weights: ArrayLike | None) -> Array:
     return jnp.ones(Y.shape, Y.dtype) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape)
 
 
-def _sizes(law: Any, arrays: tuple[Array, ...], W0: Array, holdout: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """(position of the size input, sizes [P], the distinct sizes with data), or an error naming why the design
-    cannot be held out from."""
+def _sizes(
+    law: Any, arrays: tuple[Array, ...], W0: Array, holdout: int | None
+) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """(position of the size input, sizes [P], the distinct sizes with data, the number of folds), or an error
+    naming why the design cannot be held out from."""
     where = law.size_parameters()
     if where is None:
         raise ValueError(f"{type(law).__name__} has no size input: there is no extrapolation in size to calibrate")
     size = np.asarray(arrays[where[0]], dtype=float)
     sizes = np.unique(size[np.asarray(jnp.any(W0 > 0, axis=0))])
-    if len(sizes) < holdout + 2:
+    folds = min(2, len(sizes) - 2) if holdout is None else holdout
+    if folds < 1 or len(sizes) < folds + 2:
         raise ValueError(
-            f"calibration with holdout={holdout} needs >= {holdout + 2} distinct sizes (each fold keeps >= 2); "
+            f"calibration with holdout={holdout} needs >= {max(folds, 1) + 2} distinct sizes (each fold keeps >= 2); "
             f"the data hold {len(sizes)}: {sizes.tolist()}"
         )
-    return where[0], size, sizes
+    return where[0], size, sizes, folds
 
 
-def _fold(law, arrays, Y, W0, size, sizes, j, n_resamples, restarts, start, resample, options, key):
-    """Fold j: bootstrap without the j largest sizes; its held-out cells (distance, errors [T, H], resampled
-    predictions [T, B, H], mask [T, H]) on the fit's scale, and its noise variance [T]."""
+def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, resample, options, key) -> np.ndarray:
+    """Every fold's bootstrap as one multi-target fit (fold j drops the sizes above keeps[j - 1]; rows
+    fold-major, then target, then resample, warm-started at `inits` when given); the resamples' predictions at
+    every point [folds, T, B, P]."""
     T, P = Y.shape
-    keep = sizes[-j - 1]
-    train = jnp.asarray(size <= keep, Y.dtype)[None, :]  # [1, P]
-    counts = resample_weights(key, P, n_resamples, **resample).astype(Y.dtype)
-    Wb = (counts[None, :, :] * (W0 * train)[:, None, :]).reshape(T * n_resamples, P)
+    n_folds = len(keeps)
+    counts = resample_weights(key, P, n_resamples, **resample).astype(Y.dtype)  # [B, P], shared by the folds
+    train = jnp.asarray(size[None, :] <= keeps[:, None], Y.dtype)  # [folds, P]
+    Wb = (counts[None, None] * (W0[None] * train[:, None])[:, :, None]).reshape(n_folds * T * n_resamples, P)
+    start = None if inits is None else jax.tree.map(lambda leaf: jnp.tile(leaf, (n_folds,) + (1,) * (leaf.ndim - 1)),
+                                                    warm_starts(inits, n_resamples))  # fmt: skip
     with warnings.catch_warnings():  # a resample of a fold holds fewer points and sizes by design
         warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
-        boot = fit(law, arrays, jnp.repeat(Y, n_resamples, axis=0), weights=Wb, key=key, restarts=restarts,
-                   inits=start, options=options)  # fmt: skip
-    pred = np.asarray(jax.vmap(lambda f: f(*arrays))(boot.law)).reshape(T, n_resamples, P)
+        boot = fit(law, arrays, jnp.tile(jnp.repeat(Y, n_resamples, axis=0), (n_folds, 1)), weights=Wb,
+                   key=jax.random.fold_in(key, 1), restarts=restarts, inits=start, options=options)  # fmt: skip
+    return np.asarray(jax.vmap(lambda f: f(*arrays))(boot.law)).reshape(n_folds, T, n_resamples, P)
+
+
+def _fold_cells(law, Y, W0, size, sizes, keep, pred, options):
+    """A fold's held-out cells (distance, errors [T, H], resampled predictions [T, B, H], mask [T, H]) on the
+    fit's scale from its resampled predictions `pred` [T, B, P], and its noise variance [T]."""
     scaled = np.log(pred) if options.log_residuals else pred
     used = np.asarray(W0) > 0  # [T, P]
     target = np.log(np.where(used, Y, 1.0)) if options.log_residuals else np.asarray(Y)
@@ -225,25 +244,23 @@ def _fold(law, arrays, Y, W0, size, sizes, j, n_resamples, restarts, start, resa
 def _moments(cells, noise_var: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kappa_level [T], kappa_mix [T], rms error [T, C], bootstrap sd [T, C]) from the held-out cells, each
     (distance, errors [T, H], resampled predictions [T, B, H], 0/1 mask [T, H]) on the fit's scale."""
-    total_num = mix_num = den = 0.0
+    level_num = mix_num = den = 0.0
     rms, sd = [], []
     for d, err, scaled, mask in cells:
         err, scaled, mask = np.asarray(err), np.asarray(scaled), np.asarray(mask)
         n = np.maximum(mask.sum(axis=1), 1.0)  # [T]
-        mean_e2 = (mask * err**2).sum(axis=1) / n
-        boot_var = (mask * scaled.var(axis=1)).sum(axis=1) / n
         mean_e = (mask * err).sum(axis=1) / n
         var_e = (mask * (err - mean_e[:, None]) ** 2).sum(axis=1) / np.maximum(n - 1, 1.0)
-        centred = scaled - (mask[:, None, :] * scaled).sum(axis=2, keepdims=True) / n[:, None, None]
-        dev_var = (mask * centred.var(axis=1)).sum(axis=1) / n
-        total_num = total_num + n * np.maximum(0.0, mean_e2 - boot_var - noise_var)
-        mix_num = mix_num + n * np.maximum(0.0, var_e - dev_var - noise_var)
+        cell_mean = (mask[:, None, :] * scaled).sum(axis=2) / n[:, None]  # [T, B]: each resample's mean prediction
+        dev_var = (mask * (scaled - cell_mean[:, :, None]).var(axis=1)).sum(axis=1) / n
+        level = mean_e**2 - cell_mean.var(axis=1) - noise_var / n  # the cell's shared error, less its noise
+        mix = np.maximum(0.0, var_e - dev_var - noise_var)  # the spread of the errors about it, less the noise
+        level_num = level_num + n * np.maximum(0.0, level - mix / n)
+        mix_num = mix_num + n * mix
         den = den + n * d**2
-        rms.append(np.sqrt(mean_e2))
-        sd.append(np.sqrt(boot_var))
-    total = total_num / den
-    mix = np.minimum(mix_num / den, total)
-    return np.sqrt(total - mix), np.sqrt(mix), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
+        rms.append(np.sqrt((mask * err**2).sum(axis=1) / n))
+        sd.append(np.sqrt((mask * scaled.var(axis=1)).sum(axis=1) / n))
+    return np.sqrt(level_num / den), np.sqrt(mix_num / den), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
 
 
 def warm_starts(laws: Any, n: int) -> Any:

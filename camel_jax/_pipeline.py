@@ -222,9 +222,9 @@ def fit_pipeline(
       `BENCHMARK_OPTIONS`), each resample's proxy losses k_b . L follow its own laws, and the mixture laws are
       fitted on those; otherwise only the mixture laws are resampled and the benchmark laws are the point fits.
     - `calibrate` (default): also measure the mixture laws' extrapolation error past the largest trained size
-      (`calibrate`, holding out the 2 largest sizes, or 1 when the data hold 3; skipped with a warning for fewer),
-      kept in `calibration` for `decide`, `objective_draws` and `optimal_mixture`'s verdict. About as costly as
-      the resampled fits (min(B, 100) resamples per held-out fold).
+      (`calibrate`: 2 folds, holding out the largest and the two largest sizes, or 1 fold for 3 sizes; skipped
+      with a warning for fewer), kept in `calibration` for `decide`, `objective_draws` and
+      `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each.
     """
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
     names, Y = _proxy_targets(benchmarks, objective, data.n_points)
@@ -247,8 +247,8 @@ def fit_pipeline(
         Y_boot = jnp.repeat(Y, n_resamples, axis=0)
     batched = _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, k_boot, options)
     calibration = None
-    if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 100 resamples
-        calibration = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 100)), options, k_draw)
+    if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 32 resamples
+        calibration = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, objective_noise=noise)  # fmt: skip
 
@@ -321,8 +321,7 @@ def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> Calibra
         return None
     groups, strata, n_resamples = resampling
     return calibrate(law, data.inputs, Y, key=jax.random.fold_in(key, 7), n_resamples=max(n_resamples, 2),
-                     holdout=min(2, n_sizes - 2), inits=loss_fit.law, weights=W, groups=groups, strata=strata,
-                     options=options)  # fmt: skip
+                     inits=loss_fit.law, weights=W, groups=groups, strata=strata, options=options)  # fmt: skip
 
 
 def _rows(batched: Any, names: Sequence[str]) -> dict[str, Any]:

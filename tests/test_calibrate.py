@@ -66,6 +66,22 @@ def test_moment_estimator_recovers_known_error_scales():
     assert rms.shape == sd.shape == (1, 200)
 
 
+def test_a_shared_drift_shows_through_a_noise_estimate_inflated_by_lack_of_fit():
+    # errors past the data are one shift per cell (d * a) plus noise; the noise variance handed in is 4x the true
+    # one, as a misspecified law's training residuals make it. The shift is what a mean over the cell's points
+    # sees: an estimator that subtracted the per-point noise from each squared error would find nothing here.
+    rng = np.random.default_rng(1)
+    kl, s_noise, B, H = 0.01, 0.003, 40, 11
+    cells = []
+    for c in range(300):
+        d = [0.15, 0.3, 0.45][c % 3]
+        err = d * kl * rng.standard_normal() + s_noise * rng.standard_normal(H)
+        cells.append((d, jnp.asarray(err[None]), jnp.zeros((1, B, H)), jnp.ones((1, H))))
+    level, mix, _, _ = _moments(cells, jnp.asarray([(2 * s_noise) ** 2]))
+    assert 0.7 * kl < float(level[0]) < 1.1 * kl, float(level[0])
+    assert float(mix[0]) < 0.2 * kl  # no spread by mixture beyond the noise
+
+
 def _runs(truth, seed, sizes=(2.0, 3.0, 4.0, 5.0, 6.0, 8.0), n_mixtures=10, noise=0.003):
     rng = np.random.default_rng(seed)
     r = random_mixtures(rng, n_mixtures, 3)
@@ -98,7 +114,7 @@ def test_calibration_widens_only_what_extrapolates_badly():
         inside = np.full(len(r), 4.0)
         np.testing.assert_allclose(boot.prediction_interval(r, inside, calibration=cal),
                                    boot.prediction_interval(r, inside), rtol=1e-12)  # fmt: skip
-        assert cal.size_max == 8.0 and cal.size_index == 1 and len(cal.distances) == 3
+        assert cal.size_max == 8.0 and cal.size_index == 1 and len(cal.distances) == 3  # 2 folds: 1 + 2 cells
     # the well-specified law's held-out errors are what its bootstrap and noise explain; the misspecified one's are
     # several times larger (held-out rms ~0.005 vs bootstrap ~0.002 and noise 0.003, in log loss)
     (kappa_good, widen_good), (kappa_bad, widen_bad) = out["good"], out["bad"]
@@ -108,12 +124,22 @@ def test_calibration_widens_only_what_extrapolates_badly():
 
 def test_calibration_refuses_designs_it_cannot_hold_out_from():
     law = known_tied_camel()
-    r, R, M, y = _runs(lambda r, M: np.asarray(law(jnp.asarray(r), jnp.asarray(M))), 0, sizes=(2.0, 3.0, 4.0))
+
+    def runs(sizes):
+        return _runs(lambda r, M: np.asarray(law(jnp.asarray(r), jnp.asarray(M))), 0, sizes=sizes)
+
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True)
-    with pytest.raises(ValueError, match="needs >= 4 distinct sizes"):
+    r, R, M, y = runs((2.0, 3.0))
+    with pytest.raises(ValueError, match="needs >= 3 distinct sizes"):
         cj.calibrate(template, (R, M), y, key=jax.random.key(0))
+    r, R, M, y = runs((2.0, 3.0, 4.0))
+    with pytest.raises(ValueError, match="needs >= 4 distinct sizes"):
+        cj.calibrate(template, (R, M), y, key=jax.random.key(0), holdout=2)
     with pytest.raises(ValueError, match="has no size input"):
         cj.calibrate(cj.DML.sample_init(jax.random.key(0), n_datasets=3, n_domains=2), (R,), y, key=jax.random.key(0))
+    # the default takes 2 folds, or 1 when only 3 sizes leave 2 to fit: one held-out cell
+    cal = cj.calibrate(template, (R, M), y, key=jax.random.key(0), n_resamples=4, restarts=2)
+    assert cal.distances == pytest.approx((np.log(4.0 / 3.0),)) and cal.dof == 1
 
 
 def test_objective_draws_are_the_pipelines_objective_plus_the_calibrated_error():
