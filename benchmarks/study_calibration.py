@@ -13,7 +13,8 @@ then at M=12 (one size step out) and M=20 (the target):
 
 Prints coverage per (quantity, size, band) with its binomial standard error, the verdicts' precision, and the cost
 of calibration relative to the plain bootstrap. Usage:
-    python benchmarks/study_calibration.py [--family capacity_data] [--worlds 20] [--resamples 100] [--out cal.csv]
+    python benchmarks/study_calibration.py [--family capacity_data] [--worlds 20] [--first 0] [--resamples 100]
+        [--out cal.csv]
 """
 
 from __future__ import annotations
@@ -101,11 +102,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", default="capacity_data", choices=simulate.FAMILIES)
     parser.add_argument("--worlds", type=int, default=20)
+    parser.add_argument("--first", type=int, default=0, help="seed of the first world (to extend a study)")
     parser.add_argument("--resamples", type=int, default=100)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     rows, costs = [], []
-    for seed in range(args.worlds):
+    for seed in range(args.first, args.first + args.worlds):
         start = time.perf_counter()
         r, c = one_world(args.family, seed, args.resamples)
         rows += r
