@@ -438,9 +438,16 @@ def fit(
 
 def _warn_unexplained(result: FitResult) -> None:
     r2 = r_squared(np.asarray(result.predict(*result.inputs)), np.asarray(result.y), np.asarray(result.weights))
-    if np.any(np.isfinite(r2) & (r2 <= 0)):  # a non-finite fit is reported by `n_failed` instead
+    bad = np.flatnonzero(np.isfinite(r2) & (r2 <= 0))  # a non-finite fit is reported by `n_failed` instead
+    if bad.size:
+        which = (
+            f"R^2 = {float(np.ravel(r2)[0]):.4f}"
+            if np.ndim(r2) == 0
+            else f"{bad.size} of {np.size(r2)} targets, rows {bad[:10].tolist()}{' ...' if bad.size > 10 else ''}; "
+            f"worst R^2 = {float(np.ravel(r2)[bad].min()):.4f}"
+        )
         warnings.warn(
-            f"the best fit explains none of the variance of the targets (R^2 = {np.round(r2, 4).tolist()}): "
+            f"the best fit explains none of the variance of the targets ({which}): "
             "its parameters and extrapolations mean nothing; check the law, its structure and the data",
             stacklevel=3,
         )

@@ -125,7 +125,12 @@ def test_fit_that_explains_nothing_warns():
     y = 2.0 + r[:, 0]
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=1)
     messages = caught_messages(lambda: quick_fit(law, (r, M), y))
-    assert any("explains none of the variance" in m for m in messages)
+    assert any("explains none of the variance" in m and "R^2 = -" in m for m in messages)
+    # a multi-target fit names how many targets and which rows, not one R^2 per target
+    Y = np.stack([2.0 + 0.1 / M**0.5, y, 2.0 + 0.2 / M**0.3, y + 0.1])  # rows 1 and 3 depend on r only
+    messages = caught_messages(lambda: quick_fit(law, (r, M), Y))
+    said = [m for m in messages if "explains none of the variance" in m]
+    assert len(said) == 1 and "2 of 4 targets, rows [1, 3]; worst R^2 = -" in said[0], said
 
 
 def test_non_finite_parameters_are_errors():
