@@ -10,7 +10,7 @@ median regret reaches the full design's (the paper's "50% saving" question). Wit
 refitted on B bootstrap resamples and the summary adds the coverage of the pick's nominal 95% band (the true value
 inside it). Writes every row to --out.
 
-Usage: python benchmarks/study_adaptive.py [--family capacity_data] [--worlds 20] [--repeats 3]
+Usage: python benchmarks/study_adaptive.py [--family capacity_data] [--worlds 20] [--first 0] [--repeats 3]
        [--fractions 0.25,0.5,0.75] [--law camel] [--rounds 3] [--resamples 16] [--bands 16] [--max-shift 0.2]
        [--out a.csv]
 """
@@ -77,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--family", default="capacity_data", choices=simulate.FAMILIES)
     parser.add_argument("--worlds", type=int, default=20)
+    parser.add_argument("--first", type=int, default=0, help="seed of the first world (to extend a study)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fractions", default="0.25,0.5,0.75", help="budgets, share of the 66-run design")
     parser.add_argument("--law", default="camel", choices=["camel", "camel-free", "camel-data", "sodm"])
@@ -88,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}")
     frames = []
-    for seed in range(args.worlds):
+    for seed in range(args.first, args.first + args.worlds):
         t0 = time.perf_counter()
         frames.append(one_world(args, seed))
         means = (100 * frames[-1].groupby("method")["regret"].mean()).round(2).to_dict()
