@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from ._checks import check_inits, check_inputs, check_law_inputs, check_targets
-from ._fit import random_starts, resolve_options, solve_targets
+from ._fit import data_template, random_starts, resolve_options, solve_targets
 from ._options import FitOptions
 from .laws._base import count, n_free_parameters
 
@@ -172,7 +172,7 @@ def bootstrap(
     check_targets(jnp.broadcast_to(y_arr, W.shape), W, y_arr.shape[0], options.log_residuals)
     n_starts = restarts if inits is None else jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
     plan = _Plan.make(law, W, n_starts, chunk_size, devices)
-    starts = _Starts(law, inits, restarts)
+    starts = _Starts(law if inits is not None else data_template(law, arrays, y_arr), inits, restarts)
     pieces: list[Any] = []
     try:
         _run_chunks(pieces, plan, W, jax.random.split(key_starts, W.shape[0]), starts, arrays, y_arr, options, progress)

@@ -80,8 +80,9 @@ class FitResult(eqx.Module):
     - `objective`: its objective.
     - `laws`: every optimized start, batched (leading axis R, after any target axis).
     - `objectives`, `converged`, `n_steps`, `grad_norm`, `status` [R]: per start. `status` holds `Status` codes
-      (`Status(int(code))` names one): CONVERGED, STALLED (no decrease found even along steepest descent:
-      optimal to working precision), NONFINITE, MAX_STEPS. `converged` is CONVERGED or STALLED.
+      (`Status(int(code))` names one): CONVERGED (gradient inf-norm <= tol), STALLED (no decrease beyond working
+      precision: optimal to working precision), NONFINITE, MAX_STEPS, SLOW (L-BFGS alone, without the Newton
+      finish, stopped on slow progress). `converged` is CONVERGED or STALLED.
     - `n_failed`: starts that ended non-finite (never chosen as best).
     - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
     """
@@ -139,9 +140,47 @@ class FitResult(eqx.Module):
             for t in range(self.n_targets)
         ]
 
+    def problems(self) -> list[str]:
+        """What makes this fit's answer unreliable, one sentence each with its cause and fix ([] when the best start
+        of every target met its stopping rule and explains the targets' variance)."""
+        out = []
+        best = np.atleast_1d(self.best_status)
+        unconverged = np.flatnonzero(~np.isin(best, [Status.CONVERGED, Status.STALLED]))
+        if unconverged.size:
+            which = (
+                "the best start"
+                if self.n_targets is None
+                else f"the best start of {unconverged.size} of {best.size} targets (rows {unconverged[:10].tolist()})"
+            )
+            labels = sorted({Status(int(code)).label for code in best[unconverged]})
+            out.append(
+                f"{which} did not converge ({', '.join(labels)}): its parameters are not an optimum of the objective; "
+                "raise FitOptions(max_steps=..., polish=...), give more restarts, or use a law with fewer free "
+                "parameters (fewer domains)"
+            )
+        r2 = np.atleast_1d(
+            r_squared(np.asarray(self.predict(*self.inputs)), np.asarray(self.y), np.asarray(self.weights))
+        )
+        bad = np.flatnonzero(~np.isfinite(r2) | (r2 <= 0))
+        if bad.size:
+            finite = r2[bad][np.isfinite(r2[bad])]
+            worst = f"{float(finite.min()):.4f}" if finite.size else "NaN"
+            which = (
+                f"R^2 = {worst}"
+                if self.n_targets is None
+                else f"{bad.size} of {r2.size} targets, rows {bad[:10].tolist()}{' ...' if bad.size > 10 else ''}; "
+                f"worst R^2 = {worst}"
+            )
+            out.append(
+                f"the best fit explains none of the variance of the targets ({which}): its parameters and "
+                "extrapolations mean nothing; check the law, its structure and the data"
+            )
+        return out
+
     def summary(self, identify: bool = True) -> dict[str, Any]:
-        """Objective, R^2 and MAPE (%) on the fitted points (weighted), convergence counts and, unless
-        `identify=False`, `not_identified`: the parameters the data leave free (see `identifiability`)."""
+        """`problems` first (see `problems`: an unconverged best start, R^2 <= 0 or NaN), then the objective,
+        R^2 and MAPE (%) on the fitted points (weighted), convergence counts and, unless `identify=False`,
+        `not_identified`: the parameters the data leave free (see `identifiability`)."""
         pred = np.asarray(self.predict(*self.inputs))
         y, w = np.asarray(self.y), np.asarray(self.weights)
         mask = w > 0
@@ -149,6 +188,7 @@ class FitResult(eqx.Module):
         ape = np.where(scored, w * np.abs((pred - y) / np.where(scored, y, 1.0)), 0)
         status = np.asarray(self.status)
         out = {
+            "problems": self.problems(),
             "objective": np.asarray(self.objective),
             "r2": r_squared(pred, y, w),
             "mape_percent": 100.0 * np.sum(ape, axis=-1) / np.sum(np.where(scored, w, 0), axis=-1),
@@ -207,11 +247,12 @@ class Lanes(eqx.Module):
 
 
 def _solve_one_target(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
-    """Optimize R starts (a batched law) on one target, then polish the best."""
+    """Optimize R starts (a batched law) on one target: L-BFGS from each start, then a damped-Newton finish of
+    every start, whose status is the start's (see `_newton`)."""
     params, static = eqx.partition(starts, eqx.is_array)
     _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0], params))
     flat = jax.vmap(lambda p: ravel_pytree(p)[0])(params)
-    tol = options.tolerance(y.dtype)
+    tol = options.gradient_tolerance(w)
 
     def loss(x: Array) -> Array:
         return objective(eqx.combine(unravel(x), static), inputs, y, w, options)
@@ -220,33 +261,34 @@ def _solve_one_target(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array
         values = jax.vmap(loss)(flat)
         _, kept = jax.lax.top_k(-jnp.where(jnp.isfinite(values), values, jnp.inf), options.prescreen)
         flat = flat[kept]
-    solution = jax.vmap(lambda x0: minimize(loss, x0, max_steps=options.max_steps, tol=tol))(flat)
+    solution = jax.vmap(
+        lambda x0: minimize(loss, x0, max_steps=options.max_steps, tol=tol, handoff=options.handoff_tolerance(y.dtype))
+    )(flat)
+    if options.polish > 0:
+        solution = _finish(loss, solution, options.polish, tol)
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
     best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf))
-    if options.polish > 0:
-        solution = _polish_best(loss, solution, best, finite[best], options.polish, tol)
     laws = eqx.combine(jax.vmap(unravel)(solution.x), static)
     return Lanes(laws, solution.f, solution.n_steps, solution.grad_norm, solution.status, best)
 
 
-def _polish_best(loss, solution, best, finite, max_steps: int, tol: float):
-    """Replace the best start by its damped-Newton polish (see `_newton`); a non-finite best is left alone.
+def _finish(loss, solution, max_steps: int, tol: Array):
+    """Damped Newton from every L-BFGS end point (vmapped; see `_newton`): it takes a point near an optimum to
+    the first-order tolerance in a few steps where L-BFGS crawls. A non-finite lane is left alone; otherwise the
+    Newton status is the lane's (a lane L-BFGS already converged is CONVERGED at Newton's first check)."""
+    finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
+    polished = jax.vmap(lambda x: polish(loss, x, max_steps=max_steps, tol=tol))(solution.x)
+    keep = ~finite
 
-    The polish's status replaces L-BFGS's when it reached the tolerance or stalled at working precision;
-    otherwise the start keeps the status L-BFGS gave it."""
-    polished = polish(loss, solution.x[best], max_steps=max_steps, tol=tol)
-    keep_lbfgs = (polished.status == Status.MAX_STEPS) & (solution.status[best] != Status.MAX_STEPS)
-    status = jnp.where(finite & ~keep_lbfgs, polished.status, solution.status[best])
-
-    def put(field, value):
-        return field.at[best].set(jnp.where(finite, value, field[best]))
+    def pick(new, old):
+        return jnp.where(keep.reshape(keep.shape + (1,) * (new.ndim - 1)), old, new)
 
     return solution._replace(
-        x=put(solution.x, polished.x),
-        f=put(solution.f, polished.f),
-        grad_norm=put(solution.grad_norm, polished.grad_norm),
-        n_steps=solution.n_steps.at[best].add(jnp.where(finite, polished.n_steps, 0)),
-        status=solution.status.at[best].set(status),
+        x=pick(polished.x, solution.x),
+        f=pick(polished.f, solution.f),
+        grad_norm=pick(polished.grad_norm, solution.grad_norm),
+        n_steps=solution.n_steps + jnp.where(finite, polished.n_steps, 0),
+        status=pick(polished.status, solution.status),
     )
 
 
@@ -297,7 +339,6 @@ def _checked(arrays: tuple[Array, ...], Y: Array, W: Array, options: FitOptions,
     return arrays, Y, W
 
 
-@eqx.filter_jit
 def fit_arrays(
     law: Any,
     inputs: Sequence[ArrayLike],
@@ -315,9 +356,45 @@ def fit_arrays(
     Shapes are checked when traced (`ValueError`); values (non-finite inputs, negative weights, a non-positive
     target under log residuals) by `eqx.error_if` when run. It issues no warnings and never raises for a
     numerical failure (see `FitResult.status`): `fit` adds the host-side checks with messages that name rows,
-    the design warnings and `throw`. Arguments as `fit`'s; `options` must be a `FitOptions`.
+    the design warnings and `throw`.
+
+    **Arguments**: as `fit`'s (`law`, `inputs`, `y`, `weights`, `key`, `restarts`, `inits`); `options` must be a
+    `FitOptions`. With concrete data the law's units are set from the data first (`data_template`), as `fit`
+    does; under the caller's own `jit` (traced data) the template's units are used as given, so pass
+    `data_template(law, inputs, y)` built outside for a fit that does not depend on the data's units.
+
+    **Returns**: a `FitResult`.
     """
+    if inits is None:
+        law = data_template(law, inputs, y)
+    return _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options)
+
+
+@eqx.filter_jit
+def _fit_arrays_jit(law, inputs, y, weights, *, key, restarts, inits, options) -> FitResult:
     return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=True)
+
+
+def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
+    """`law` with its static units set from the data (`AbstractLaw.with_data_scales`: e.g. CAMEL's `loss_scale`
+    and `size_scale`, the geometric means of the targets and sizes), so that the random starts and the
+    conditioning of a fit are the same in any units. The law itself is returned when it declares no data units,
+    or when the data are traced (inside a `jit`, where units must be static).
+
+    **Arguments**: `law`, a law (a structural template); `inputs`, the tuple passed as `law(*inputs)`; `y`, the
+    targets ([P] or [T, P]).
+
+    **Returns**: a law of the same class and structure but for its units (parameter values are not meaningful: it
+    is a template for `sample_init`).
+    """
+    scales = getattr(law, "with_data_scales", None)
+    if scales is None or any(isinstance(a, jax.core.Tracer) for a in (*inputs, y)):
+        return law
+    structure = law.structure()
+    changes = {k: v for k, v in scales(tuple(inputs), y).items() if structure.get(k) != v}
+    if not changes:
+        return law
+    return type(law).sample_init(jax.random.key(0), **{**structure, **changes})
 
 
 @eqx.filter_jit
@@ -423,31 +500,21 @@ def fit(
     Y, W = check_targets(y, weights, arrays[0].shape[0], options.log_residuals)
     if inits is not None:
         _check_starts(law, inits, Y)
+    else:
+        law = data_template(law, arrays, Y)
     warn_design(law, arrays, W)
     # `restarts` is static in the compiled program and unused with `inits`: one value keeps one program per shape;
     # the values were checked above, so the program without run-time checks runs (and can be cached on disk).
     result = fit_compiled(law, arrays, Y, W, key, restarts if inits is None else 1, inits, options)
-    _warn_unexplained(result)
-    if throw and bool(np.any(np.asarray(result.n_failed) == np.asarray(result.objectives).shape[-1])):
+    problems = result.problems()
+    for problem in problems:
+        warnings.warn(problem, stacklevel=2)
+    n_starts = np.asarray(result.objectives).shape[-1]
+    if throw and bool(np.any(np.asarray(result.n_failed) == n_starts)):
         raise RuntimeError(
-            f"every start ended non-finite ({int(np.max(np.asarray(result.n_failed)))} of "
-            f"{np.asarray(result.objectives).shape[-1]}); check the law's scale (size_scale), the inits and the data"
+            f"every start ended non-finite ({int(np.max(np.asarray(result.n_failed)))} of {n_starts}); "
+            "check the law's units, the inits and the data"
         )
+    if throw and problems:
+        raise RuntimeError(problems[0])
     return result
-
-
-def _warn_unexplained(result: FitResult) -> None:
-    r2 = r_squared(np.asarray(result.predict(*result.inputs)), np.asarray(result.y), np.asarray(result.weights))
-    bad = np.flatnonzero(np.isfinite(r2) & (r2 <= 0))  # a non-finite fit is reported by `n_failed` instead
-    if bad.size:
-        which = (
-            f"R^2 = {float(np.ravel(r2)[0]):.4f}"
-            if np.ndim(r2) == 0
-            else f"{bad.size} of {np.size(r2)} targets, rows {bad[:10].tolist()}{' ...' if bad.size > 10 else ''}; "
-            f"worst R^2 = {float(np.ravel(r2)[bad].min()):.4f}"
-        )
-        warnings.warn(
-            f"the best fit explains none of the variance of the targets ({which}): "
-            "its parameters and extrapolations mean nothing; check the law, its structure and the data",
-            stacklevel=3,
-        )

@@ -21,7 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 from ._options import Status
 
 # A lane's status codes, as plain ints inside traced code (see `Status`).
-RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS = (int(s) for s in Status)
+RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS, SLOW = (int(s) for s in Status)
 
 _ARMIJO_C1 = 1e-4
 _MEMORY = 10
@@ -80,7 +80,7 @@ def _lbfgs_direction(lbfgs: optax.GradientTransformation, x: Array, g: Array, st
     return direction, new_state, ok
 
 
-def _init(value_and_grad: Callable, lbfgs: optax.GradientTransformation, x0: Array, tol: float) -> _State:
+def _init(value_and_grad: Callable, lbfgs: optax.GradientTransformation, x0: Array, tol: float | Array) -> _State:
     """The state at `x0`: steepest descent first; NONFINITE at a non-finite start, CONVERGED at a stationary one."""
     f0, g0 = value_and_grad(x0)
     finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
@@ -98,13 +98,24 @@ def _shrink(state: _State, f_try: Array, finite: Array, slope: Array) -> Array:
     return jnp.where(finite & (curvature > 0), jnp.clip(quad, 0.1 * state.step, 0.5 * state.step), 0.1 * state.step)
 
 
-def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
+def minimize(
+    fun: Callable[[Array], Array],
+    x0: Float[Array, " d"],
+    *,
+    max_steps: int,
+    tol: float | Array,
+    handoff: float | None = None,
+) -> Solution:
     """Minimize `fun` from `x0` by L-BFGS; vmappable over `x0` (and over data closed over by `fun`).
 
-    Stops a lane when the relative decrease of an accepted step falls to `tol` (twice in a row), the gradient's
-    inf-norm falls to `tol`, no decrease can be found even along steepest descent (`STALLED`: an optimum to
-    working precision), the start is non-finite (`NONFINITE`), or after `max_steps` evaluations.
+    Stops a lane when the gradient's inf-norm falls to `tol` (`CONVERGED`), when the relative decrease of two
+    accepted steps in a row falls to `handoff` (`SLOW`: progress too slow for L-BFGS, not a convergence; `fit`
+    hands such lanes to Newton), when no decrease can be found even along steepest descent (`STALLED`: an optimum
+    to working precision), when the start is non-finite (`NONFINITE`), or after `max_steps` evaluations.
+    `handoff=None` uses 1e-9 (float64) or 1e-5 (float32).
     """
+    if handoff is None:
+        handoff = 1e-9 if x0.dtype == jnp.float64 else 1e-5
     value_and_grad = jax.value_and_grad(fun)
     lbfgs = optax.scale_by_lbfgs(memory_size=_MEMORY)
     one = jnp.ones((), x0.dtype)
@@ -123,8 +134,9 @@ def minimize(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps
         # Accepted: new point, new L-BFGS direction (or steepest descent if that is unusable), unit step.
         g_acc = jnp.where(accept, g_try, state.g)
         d_acc, lbfgs_acc, usable = _lbfgs_direction(lbfgs, x_try, g_acc, state.lbfgs)
-        small_acc = small_decrease_count(state.f, f_try, small, tol)
-        status_acc = jnp.where((small_acc >= 2) | (jnp.max(jnp.abs(g_try)) <= tol), CONVERGED, RUNNING)
+        small_acc = small_decrease_count(state.f, f_try, small, handoff)
+        status_acc = jnp.where(small_acc >= 2, SLOW, RUNNING)
+        status_acc = jnp.where(jnp.max(jnp.abs(g_try)) <= tol, CONVERGED, status_acc)
 
         shrunk = _shrink(state, f_try, finite, slope)
         exhausted = shrunk < _MIN_STEP

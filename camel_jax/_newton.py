@@ -24,6 +24,8 @@ from ._lbfgs import CONVERGED, MAX_STEPS, NONFINITE, RUNNING, STALLED, Solution,
 _DAMPING_START = 1e-8
 _DAMPING_MIN = 1e-14
 _DAMPING_GIVE_UP = 1e8  # a step this damped is a tiny gradient step: if even it fails, the point is optimal
+_PRECISION = 100.0  # two accepted steps in a row that lower f by <= this many epsilons (relative): optimal to
+# working precision (STALLED)
 
 
 class _State(NamedTuple):
@@ -36,13 +38,14 @@ class _State(NamedTuple):
     small: Int[Array, ""]  # consecutive accepted steps whose relative decrease was <= tol
 
 
-def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float) -> Solution:
-    """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` or after two accepted steps in a
-    row that lower `fun` by a relative `tol` or less, as L-BFGS does (CONVERGED), when even a
-    heavily damped step cannot lower `fun` (STALLED: optimal to working precision), or after `max_steps`
-    Hessians (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE)."""
+def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float | Array) -> Solution:
+    """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` (CONVERGED: the first-order
+    conditions hold), when even a heavily damped step cannot lower `fun` or two accepted steps in a row lower it by
+    at most 100 machine epsilons (relative) (STALLED: optimal to working precision), or after `max_steps` Hessians
+    (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE)."""
     value_and_grad = jax.value_and_grad(fun)
     hessian = jax.hessian(fun)
+    precision = _PRECISION * float(jnp.finfo(x0.dtype).eps)
     f0, g0 = value_and_grad(x0)
     finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
     status0 = jnp.where(finite0, RUNNING, NONFINITE)
@@ -62,9 +65,9 @@ def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: 
         accept = jnp.isfinite(f_try) & jnp.all(jnp.isfinite(g_try)) & (f_try < state.f)
         damping = jnp.where(accept, jnp.maximum(state.damping / 10, _DAMPING_MIN), state.damping * 100)
         g = jnp.where(accept, g_try, state.g)
-        small = jnp.where(accept, small_decrease_count(state.f, f_try, state.small, tol), state.small)
-        status = jnp.where((jnp.max(jnp.abs(g)) <= tol) | (small >= 2), CONVERGED, RUNNING)
-        status = jnp.where(~accept & (damping > _DAMPING_GIVE_UP), STALLED, status)
+        small = jnp.where(accept, small_decrease_count(state.f, f_try, state.small, precision), state.small)
+        status = jnp.where((small >= 2) | (~accept & (damping > _DAMPING_GIVE_UP)), STALLED, RUNNING)
+        status = jnp.where(jnp.max(jnp.abs(g)) <= tol, CONVERGED, status)
         return _State(
             x=jnp.where(accept, x_try, state.x),
             f=jnp.where(accept, f_try, state.f),

@@ -32,8 +32,10 @@ from ._calibrate import Calibration
 from ._fit import FitResult
 from ._pipeline import Pipeline, PipelineFit
 from .laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
+from .laws._legacy import FORMAT_1, upgrade
 
-FORMAT_VERSION = 1
+# 2: CAMEL's well-posed coordinates (issue 29); version-1 files are converted on load (laws/_legacy.py).
+FORMAT_VERSION = 2
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -462,7 +464,10 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
             f"{path} uses format version {version} (camel-jax {meta.get('camel_jax_version')!s:.20}); "
             f"this camel-jax {__version__} reads up to version {FORMAT_VERSION}: upgrade camel-jax"
         )
-    skeleton, picks = _skeleton(meta, path, known_laws(laws))
+    known = known_laws(laws)
+    if version < 2:  # laws whose stored layout changed are rebuilt as they were, then converted
+        known.update({name: cls for name, cls in FORMAT_1.items() if known.get(name) in _SHIPPED})
+    skeleton, picks = _skeleton(meta, path, known)
     treedef = jax.tree.structure(skeleton)
     n_leaves = len(jax.tree.leaves(skeleton))
     if n_leaves != len(leaves):
@@ -471,5 +476,7 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     for name, pick in picks:
         _check_law(pick(stored), pick(skeleton), name, path)
     obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
+    if version < 2:
+        obj = upgrade(obj)
     _check_finite(obj, path)
     return _checked_pipeline_fit(obj, path) if isinstance(obj, PipelineFit) else obj

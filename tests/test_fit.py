@@ -53,7 +53,7 @@ def test_non_positive_predictions_under_log_residuals_have_finite_gradients():
     value, grads = jax.value_and_grad(lambda l: cj.objective(l, (r, M), y, jnp.ones(1)))(law)
     assert np.isfinite(value)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
-    assert float(grads.C) < 0  # the objective pushes the prediction up
+    assert float(grads.C1) < 0  # the objective pushes the prediction up
 
 
 RECOVERY = {
@@ -120,7 +120,8 @@ def test_monotone_loss_to_benchmark_recovers_a_weight_at_its_bound():
         true(L),
         key=jax.random.key(0),
         restarts=16,
-        options=cj.FitOptions(log_residuals=False, max_steps=3000),
+        # noise-free data: ask for a gradient 1e-10 of the residuals' largest (the default 1e-7 stops near 3e-6 here)
+        options=cj.FitOptions(log_residuals=False, max_steps=3000, tol=1e-10),
     )
     p = result.law.params()
     np.testing.assert_allclose(p["k"], [1.5, 0.0, 0.9], atol=1e-6)
@@ -201,7 +202,7 @@ def test_several_targets_at_once_equal_separate_fits():
     Y = jnp.stack([true(*inputs), other(*inputs)])
     template = true
     both = cj.fit(template, inputs, Y, key=jax.random.key(4), restarts=8, options=cj.FitOptions(max_steps=3000))
-    assert both.objectives.shape == (2, 8) and both.law.C.shape == (2,)
+    assert both.objectives.shape == (2, 8) and both.law.C1.shape == (2,)
     single = cj.fit(template, inputs, Y[1], key=jax.random.key(4), restarts=8, options=cj.FitOptions(max_steps=3000))
     # the same starts reach the same optimum (lane trajectories may differ in the last bits under another batch)
     np.testing.assert_allclose(both.predict(*inputs)[1], single.predict(*inputs), rtol=1e-8)

@@ -177,18 +177,39 @@ def test_bad_parameters_raise_clear_errors():
         cj.CAMEL.from_params(t=np.full((2, 3), 0.5), K=[1.0, 1.0], beta=[0.5, 0.5], C=1.0)
     with pytest.raises(ValueError, match="inside its bounds"):
         cj.CAMEL.from_params(
-            t=np.full((2, 3), 0.5), K=[1.0, 1.0], alpha=[0.5, 0.5], beta=[0.5, 3.0], C=1.0, beta_bounds=(0.0, 2.0)
+            t=np.full((2, 3), 0.5), K=[1.0, 1.0], beta=[0.5, 3.0], C=1.0, tied=True, beta_bounds=(0, 2)
+        )
+    with pytest.raises(ValueError, match="tied CAMEL only"):
+        cj.CAMEL.from_params(
+            t=np.full((2, 3), 0.5), K=[1.0, 1.0], alpha=[0.5, 0.5], beta=[0.5, 1.0], C=1.0, beta_bounds=(0.0, 2.0)
         )
     with pytest.raises(ValueError, match="do not broadcast"):
         cj.Chinchilla.from_params(A=np.ones(3), B=np.ones(2), E=1.0, alpha=0.3, beta=0.3)
 
 
 def test_bounded_exponents_stay_in_bounds():
-    law = cj.CAMEL.sample_init(
-        jax.random.key(0), n_datasets=3, n_domains=2, alpha_bounds=(0.1, 0.9), beta_bounds=(0.2, 2.0)
-    )
-    huge = eqx.tree_at(lambda l: (l.raw_alpha, l.raw_beta), law, (jnp.array([50.0, -50.0]), jnp.array([50.0, -50.0])))
+    law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, beta_bounds=(0.2, 2.0))
+    huge = eqx.tree_at(lambda l: l.raw_beta, law, jnp.array([50.0, -50.0]))
     p = huge.params()
-    assert np.all((p["alpha"] >= 0.1) & (p["alpha"] <= 0.9)) and np.all((p["beta"] >= 0.2) & (p["beta"] <= 2.0))
-    rebuilt = cj.CAMEL.from_params(**law.params(), alpha_bounds=(0.1, 0.9), beta_bounds=(0.2, 2.0))
+    np.testing.assert_allclose(p["beta"], [2.0, 0.2], rtol=1e-12)
+    rebuilt = cj.CAMEL.from_params(**law.params(), tied=True, beta_bounds=(0.2, 2.0))
     np.testing.assert_allclose(rebuilt.raw_beta, law.raw_beta, rtol=1e-10)
+    with pytest.raises(ValueError, match="alpha_bounds"):
+        cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, alpha_bounds=(0.1, 0.9))
+
+
+def test_camel_log_law_limit_is_a_regular_point():
+    """beta = 0 is the log law C1 - sum_i b_i (g_i log eta_i + log(M / s_M)): finite, with finite gradients."""
+    law = cj.CAMEL.from_params(t=np.array([[0.7, 0.2], [0.3, 0.8]]), K=[0.4, 0.3], beta=[0.5, 0.2], C=1.0, tied=True,
+                               capacity_exponent=3.0)  # fmt: skip
+    r = jnp.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]])
+    M = jnp.array([1.0, 4.0, 16.0])
+    at_zero = eqx.tree_at(lambda l: l.raw_beta, law, jnp.zeros(2))
+    t, b = np.asarray(law.t), np.asarray(law.b)
+    eta = np.asarray(r) @ t.T
+    expected = float(law.C1) - np.sum(b[None, :] * (np.log(eta) / 3.0 + np.log(np.asarray(M))[:, None]), axis=1)
+    np.testing.assert_allclose(at_zero(r, M), expected, rtol=1e-12)
+    grads = jax.grad(lambda l: jnp.sum(l(r, M)))(at_zero)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(grads))
+    near = eqx.tree_at(lambda l: l.raw_beta, law, jnp.full(2, 1e-5))  # beta = 1e-10: the power law is the log law
+    np.testing.assert_allclose(near(r, M), expected, rtol=1e-8)

@@ -53,6 +53,13 @@ class AbstractLaw(eqx.Module):
         one = jax.tree.leaves(single)[0]  # a ShapeDtypeStruct of the same first parameter
         return tuple(mine.shape[: mine.ndim - one.ndim])
 
+    def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
+        """Structure keywords that set this law's static units from the data to be fitted (e.g. the geometric mean
+        of the targets as `loss_scale`), so that its random starts and its conditioning do not depend on the units
+        the user measures loss and size in. `fit` rebuilds the template with them before drawing starts; {} (the
+        default) keeps the law's own units."""
+        return {}
+
     def size_parameters(self) -> tuple[int, int] | None:
         """(position of the model-size array in `inputs`, number of parameters that shape the size dependence),
         or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
@@ -150,6 +157,25 @@ def simplex_logits(t: Array, axis: int, name: str) -> Array:
         if np.any(np.abs(sums - 1) > 1e-6):
             raise ValueError(f"`{name}` must sum to 1 along axis {axis}; got sums {sums}")
     return jnp.log(t)
+
+
+def simplex_from_roots(u: Array, axis: int) -> Array:
+    """Points on the simplex as normalized squares, u^2 / sum(u^2) along `axis`: a face of the simplex (a zero
+    weight) is a regular point of these coordinates, where softmax logits would have to run to -infinity."""
+    square = u * u
+    return square / jnp.sum(square, axis=axis, keepdims=True)
+
+
+def simplex_roots(t: Array, axis: int, name: str) -> Array:
+    """Coordinates whose `simplex_from_roots` gives back `t` (columns on the simplex, zeros allowed): sqrt(t)."""
+    if not isinstance(t, jax.core.Tracer):
+        v = np.asarray(t)
+        if np.any(v < 0):
+            raise ValueError(f"`{name}` must be >= 0 (a distribution); got min {v.min()}")
+        sums = v.sum(axis=axis)
+        if np.any(np.abs(sums - 1) > 1e-6):
+            raise ValueError(f"`{name}` must sum to 1 along axis {axis}; got sums {sums}")
+    return jnp.sqrt(t)
 
 
 def log_uniform(key: Array, shape: tuple[int, ...], lo: float, hi: float) -> Array:

@@ -1,4 +1,4 @@
-"""CAMEL, the capacity-aware mixture law (Li, Gu & Zhang 2026, Theorem 1)."""
+"""CAMEL, the capacity-aware mixture law (Li, Gu & Zhang 2026, Theorem 1), in a well-posed parameterization."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import (
@@ -19,7 +20,8 @@ from ._base import (
     positive_inverse,
     positive_number,
     safe_log,
-    simplex_logits,
+    simplex_from_roots,
+    simplex_roots,
 )
 
 
@@ -27,6 +29,52 @@ def tied_alpha(beta: Array, capacity_exponent: float) -> Array:
     """The tied mixture exponent: alpha_i = a_i / (1 + a_i) with a_i = beta_i / c (Theorem 1's proof)."""
     a = beta / capacity_exponent
     return a / (1.0 + a)
+
+
+def exprel(x: Array) -> Array:
+    """(exp(x) - 1) / x, smooth through x = 0 (where it is 1), with finite gradients there."""
+    small = jnp.abs(x) < 1e-4
+    safe = jnp.where(small, 1.0, x)
+    return jnp.where(small, 1.0 + x / 2.0 + x * x / 6.0, jnp.expm1(safe) / safe)
+
+
+def box_cox_term(b: Array, beta: Array, z: Array) -> Array:
+    """b (exp(-beta z) - 1) / beta: a power law in exp(z) that tends to the log law -b z as beta -> 0."""
+    return -b * z * exprel(-beta * z)
+
+
+def data_scale(values: Any) -> float:
+    """The power of ten nearest the geometric mean of the finite positive entries of `values` (1.0 when there are
+    none): a unit for the law's internal coordinates. A power of ten (not the mean itself) because units are static
+    structure: data of one order of magnitude share one compiled program, and a change of units by a power of ten
+    (nats to millinats, parameters to billions) maps the problem onto itself exactly."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(10.0 ** np.round(np.mean(np.log10(v)))) if v.size else 1.0
+
+
+def _bounds(tied: bool, alpha_bounds: Any, beta_bounds: Any) -> tuple[Any, Any]:
+    """Checked bounds: a box on beta for tied CAMEL; the free law's coordinates have no box (see CAMEL)."""
+    alpha_bounds = check_bounds(alpha_bounds, "alpha_bounds")
+    beta_bounds = check_bounds(beta_bounds, "beta_bounds")
+    if alpha_bounds is not None:
+        raise ValueError("`alpha_bounds` is not supported: alpha is derived (tied) or K alpha is a free coordinate")
+    if beta_bounds is not None and not tied:
+        raise ValueError("`beta_bounds` applies to tied CAMEL only (the free law's coordinate is alpha / beta)")
+    return alpha_bounds, beta_bounds
+
+
+def beta_value(raw: Array, bounds: tuple[float, float] | None) -> Array:
+    """beta = raw^2 (beta >= 0, and beta = 0 a regular point), or within `bounds` by a sigmoid."""
+    return raw * raw if bounds is None else positive(raw, bounds)
+
+
+def beta_inverse(beta: Array, bounds: tuple[float, float] | None) -> Array:
+    if bounds is None:
+        if not isinstance(beta, jax.core.Tracer) and np.any(np.asarray(beta) < 0):
+            raise ValueError(f"parameter `beta` must be >= 0; got {np.asarray(beta)}")
+        return jnp.sqrt(beta)
+    return positive_inverse(beta, bounds, "beta")
 
 
 class CAMEL(AbstractLaw):
@@ -43,9 +91,24 @@ class CAMEL(AbstractLaw):
     (`capacity_exponent=c`, e.g. c=3 for the paper's scale index, where depth and width both grow with M),
     beta_i = c a_i, so alpha_i = (beta_i / c) / (1 + beta_i / c). Only beta is then free.
 
-    `size_scale` is a static reference size: the law is evaluated on M / size_scale internally so that
-    raw parameter counts (1e9) are as well conditioned as a scale index (4..12); `params()` reports K in the
-    user's units of M.
+    **Parameterization** (why the fit is well posed). Over a decade of sizes the data are often best described by
+    the law's own limit beta -> 0, K -> infinity, C -> -infinity with K beta finite: a log law. Each term is
+    therefore written in the equivalent form
+
+        K_i (exp(-u_i) - 1) = -w_i (exp(-u_i) - 1) / (-u_i),   u_i = alpha_i log eta_i + beta_i log m,
+        w_i = K_i u_i = a_i log eta_i + b_i log m,   m = M / s_M,
+
+    and L = s_L (C1 + sum_i term_i) with C1 = C + sum_i K_i (the level at the reference size s_M). The free
+    coordinates are squares' roots, so that every limit a fit approaches is a regular point rather than a boundary
+    at infinity of log or logit coordinates: b_i = K_i beta_i (0: the term is off), beta_i (0: the log law -w_i),
+    g_i = alpha_i / beta_i (free law; tied: 1 / (c + beta_i)) and profiles t_ij = u_ij^2 / sum_l u_lj^2 (a zero
+    weight is a face of the simplex). It is the same function as the
+    paper's for every finite K > 0. `loss_scale` s_L and `size_scale` s_M are static units (set from the data by
+    `fit`, see `with_data_scales`), so the problem looks the same in any units. `params()` reports the paper's
+    t, K, alpha, beta, C in the user's units (K is infinite and C minus infinite in the log-law limit);
+    `log_limit_params()` the finite coordinates.
+
+    `beta_bounds=(lo, hi)` (tied law) holds beta in a box by a sigmoid instead.
 
     **Arguments** (`__call__`):
     - `r`: mixtures, [P, n], rows on the simplex (zero weights allowed).
@@ -54,48 +117,84 @@ class CAMEL(AbstractLaw):
     **Returns**: predicted loss, [P].
     """
 
-    t_logits: Float[Array, "*batch k n"]
-    log_K: Float[Array, "*batch k"]
-    raw_alpha: Float[Array, "*batch k"] | None
-    raw_beta: Float[Array, "*batch k"]
-    C: Float[Array, "*batch"]
+    t_roots: Float[Array, "*batch k n"]
+    root_b: Float[Array, "*batch k"]
+    raw_alpha: Float[Array, "*batch k"] | None  # free law: sqrt(alpha / beta)
+    raw_beta: Float[Array, "*batch k"]  # sqrt(beta) (or, tied with bounds, beta's raw value)
+    C1: Float[Array, "*batch"]
     tied: bool = eqx.field(static=True, default=False)
     capacity_exponent: float = eqx.field(static=True, default=1.0)
     size_scale: float = eqx.field(static=True, default=1.0)
     alpha_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
     beta_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
+    loss_scale: float = eqx.field(static=True, default=1.0)
 
     @property
     def t(self) -> Array:
-        return jax.nn.softmax(self.t_logits, axis=-2)
+        return simplex_from_roots(self.t_roots, axis=-2)
+
+    @property
+    def b(self) -> Array:
+        """b_i = K_i beta_i, in units of `loss_scale`: the slope in log M of the log-law limit."""
+        return self.root_b * self.root_b
+
+    @property
+    def kappa(self) -> Array:
+        """1 / K_i in units of `loss_scale` (0: the log-law limit)."""
+        return self.beta / self.b
 
     @property
     def beta(self) -> Array:
-        return positive(self.raw_beta, self.beta_bounds)
+        return beta_value(self.raw_beta, self.beta_bounds)
+
+    @property
+    def ratio(self) -> Array:
+        """g_i = alpha_i / beta_i: 1 / (c + beta_i) when tied, else a free coordinate (raw_alpha^2)."""
+        if self.tied:
+            return 1.0 / (self.capacity_exponent + self.beta)
+        assert self.raw_alpha is not None
+        return self.raw_alpha * self.raw_alpha
 
     @property
     def alpha(self) -> Array:
         if self.tied:
             return tied_alpha(self.beta, self.capacity_exponent)
-        assert self.raw_alpha is not None
-        return positive(self.raw_alpha, self.alpha_bounds)
+        return self.beta * self.ratio
 
     def __call__(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Float[Array, " P"]:
-        eta = r @ self.t.T  # [P, k]: effective intrinsic-domain weights <t_i, r>
-        log_size = jnp.log(size / self.size_scale)
-        log_terms = self.log_K[None, :] - self.alpha[None, :] * safe_log(eta) - self.beta[None, :] * log_size[:, None]
-        return self.C + jnp.sum(jnp.exp(log_terms), axis=-1)
+        log_eta = safe_log(r @ self.t.T)  # [P, k]: effective intrinsic-domain weights <t_i, r>
+        log_size = jnp.log(size / self.size_scale)[:, None]
+        # w = b z and u = beta z with z = g log eta + log m, g = alpha / beta:
+        # K (exp(-u) - 1) = -w (exp(-u) - 1) / (-u), finite as K -> infinity (the log law -w)
+        z = self.ratio[None, :] * log_eta + log_size
+        terms = -self.b[None, :] * z * exprel(-self.beta[None, :] * z)
+        return self.loss_scale * (self.C1 + jnp.sum(terms, axis=-1))
 
     def params(self) -> dict[str, Array]:
+        """The paper's t, K, alpha, beta, C in the user's units of loss and size."""
         beta = self.beta
-        out = {
+        K = 1.0 / self.kappa  # in loss_scale units at the reference size
+        return {
             "t": self.t,
-            "K": jnp.exp(self.log_K + beta * jnp.log(self.size_scale)),
+            "K": self.loss_scale * K * jnp.exp(beta * jnp.log(self.size_scale)),
             "alpha": self.alpha,
             "beta": beta,
-            "C": self.C,
+            "C": self.loss_scale * (self.C1 - jnp.sum(K, axis=-1)),
         }
-        return out
+
+    def log_limit_params(self) -> dict[str, Array]:
+        """The finite coordinates, in the user's units of loss: b_i = K_i beta_i and a_i = K_i alpha_i (the
+        log-law coefficients of log M and log eta_i), kappa_i = 1 / K_i (0 in the log-law limit) and C1 = C +
+        sum_i K_i, the level at `reference_size` (= size_scale)."""
+        b = self.b
+        a = b * self.ratio
+        return {
+            "a": self.loss_scale * a,
+            "b": self.loss_scale * b,
+            "kappa": self.kappa / self.loss_scale,
+            "C1": self.loss_scale * self.C1,
+            "reference_size": jnp.asarray(self.size_scale),
+        }
 
     @classmethod
     def from_params(
@@ -111,9 +210,11 @@ class CAMEL(AbstractLaw):
         size_scale: float = 1.0,
         alpha_bounds: tuple[float, float] | None = None,
         beta_bounds: tuple[float, float] | None = None,
+        loss_scale: float = 1.0,
     ) -> CAMEL:
-        """Build from constrained values. When `tied`, `alpha` is derived from `beta`; passing it is allowed only
-        if it agrees (so that `from_params(**law.params(), tied=True)` round-trips)."""
+        """Build from the paper's constrained values (K > 0, beta > 0). When `tied`, `alpha` is derived from
+        `beta`; passing it is allowed only if it agrees (so that `from_params(**law.params(), tied=True)`
+        round-trips)."""
         if tied and alpha is not None and not isinstance(alpha, jax.core.Tracer):
             if not jnp.allclose(jnp.asarray(alpha), tied_alpha(jnp.asarray(beta), capacity_exponent), rtol=1e-8):
                 raise ValueError(
@@ -122,26 +223,35 @@ class CAMEL(AbstractLaw):
                 )
         if not tied and alpha is None:
             raise ValueError("`alpha` is required when tied=False")
-        alpha_bounds = check_bounds(alpha_bounds, "alpha_bounds")
-        beta_bounds = check_bounds(beta_bounds, "beta_bounds")
+        alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
+        size_scale = positive_number(size_scale, "size_scale")
+        loss_scale = positive_number(loss_scale, "loss_scale")
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0}
         values: dict[str, Any] = {"t": t, "K": K, "beta": beta, "C": C}
         if not tied:
             ndims["alpha"] = 1
             values["alpha"] = alpha
         p = as_leaves(ndims, values)
-        raw_beta = positive_inverse(p["beta"], beta_bounds, "beta")
+        positive_inverse(p["beta"], None, "beta")  # the paper's beta > 0 (beta = 0 is the log limit)
+        K_unit = jnp.exp(positive_inverse(p["K"], None, "K") - p["beta"] * jnp.log(size_scale)) / loss_scale
+        if tied:
+            raw_alpha = None
+        else:
+            positive_inverse(p["alpha"], None, "alpha")
+            raw_alpha = jnp.sqrt(p["alpha"] / p["beta"])
+        raw_beta = beta_inverse(p["beta"], beta_bounds)
         return cls(
-            t_logits=simplex_logits(p["t"], axis=-2, name="t"),
-            log_K=positive_inverse(p["K"], None, "K") - p["beta"] * jnp.log(size_scale),
-            raw_alpha=None if tied else positive_inverse(p["alpha"], alpha_bounds, "alpha"),
+            t_roots=simplex_roots(p["t"], axis=-2, name="t"),
+            root_b=jnp.sqrt(K_unit * p["beta"]),
+            raw_alpha=raw_alpha,
             raw_beta=raw_beta,
-            C=p["C"],
+            C1=p["C"] / loss_scale + jnp.sum(K_unit, axis=-1),
             tied=tied,
             capacity_exponent=positive_number(capacity_exponent, "capacity_exponent"),
-            size_scale=positive_number(size_scale, "size_scale"),
+            size_scale=size_scale,
             alpha_bounds=alpha_bounds,
             beta_bounds=beta_bounds,
+            loss_scale=loss_scale,
         )
 
     @classmethod
@@ -156,37 +266,45 @@ class CAMEL(AbstractLaw):
         size_scale: float = 1.0,
         alpha_bounds: tuple[float, float] | None = None,
         beta_bounds: tuple[float, float] | None = None,
+        loss_scale: float = 1.0,
     ) -> CAMEL:
-        """A random start: profiles near uniform, K in [0.05, 2], exponents in [0.05, 1.5], C in [0, 3]."""
+        """A random start in the law's units (`loss_scale`, `size_scale`): profiles near uniform, the level C1 in
+        [0.8, 1.2], slopes b in [0.003, 0.3], beta in [0.05, 1.5] and (free law) alpha / beta in [0.1, 3]."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
-        k_t, k_K, k_a, k_b, k_C = jax.random.split(key, 5)
-        alpha_bounds = check_bounds(alpha_bounds, "alpha_bounds")
-        beta_bounds = check_bounds(beta_bounds, "beta_bounds")
-
-        def raw_exponent(k: Array, bounds: tuple[float, float] | None) -> Array:
-            if bounds is None:
-                return log_uniform(k, (n_domains,), 0.05, 1.5)
-            return jax.random.uniform(k, (n_domains,), minval=-2.0, maxval=2.0)
-
+        k_t, k_b, k_a, k_beta, k_C = jax.random.split(key, 5)
+        alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
+        b = jnp.exp(log_uniform(k_b, (n_domains,), 0.003, 0.3))
+        beta = jax.random.uniform(k_beta, (n_domains,), minval=0.05, maxval=1.5)
+        raw_alpha = None if tied else jnp.exp(0.5 * log_uniform(k_a, (n_domains,), 0.1, 3.0))  # sqrt(alpha / beta)
+        if beta_bounds is None:
+            raw_beta = jnp.sqrt(beta)
+        else:
+            raw_beta = jax.random.uniform(k_beta, (n_domains,), minval=-2.0, maxval=2.0)
         return cls(
-            t_logits=jax.random.normal(k_t, (n_domains, n_datasets)),
-            log_K=log_uniform(k_K, (n_domains,), 0.05, 2.0),
-            raw_alpha=None if tied else raw_exponent(k_a, alpha_bounds),
-            raw_beta=raw_exponent(k_b, beta_bounds),
-            C=jax.random.uniform(k_C, (), minval=0.0, maxval=3.0),
+            t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
+            root_b=jnp.sqrt(b),
+            raw_alpha=raw_alpha,
+            raw_beta=raw_beta,
+            C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
             tied=tied,
             capacity_exponent=positive_number(capacity_exponent, "capacity_exponent"),
             size_scale=positive_number(size_scale, "size_scale"),
             alpha_bounds=alpha_bounds,
             beta_bounds=beta_bounds,
+            loss_scale=positive_number(loss_scale, "loss_scale"),
         )
+
+    def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
+        """The units a fit of this law uses (see `AbstractLaw.with_data_scales`): the orders of magnitude of the
+        targets and of the sizes (`data_scale`)."""
+        return {"loss_scale": data_scale(y), "size_scale": data_scale(inputs[1])}
 
     def size_parameters(self) -> tuple[int, int]:
         """Size is `inputs[1]`; C and the k exponents beta describe the size dependence."""
         return 1, int(self.raw_beta.shape[-1]) + 1
 
     def structure(self) -> dict[str, Any]:
-        k, n = self.t_logits.shape[-2:]
+        k, n = self.t_roots.shape[-2:]
         return {
             "n_datasets": n,
             "n_domains": k,
@@ -195,4 +313,5 @@ class CAMEL(AbstractLaw):
             "size_scale": self.size_scale,
             "alpha_bounds": self.alpha_bounds,
             "beta_bounds": self.beta_bounds,
+            "loss_scale": self.loss_scale,
         }

@@ -17,9 +17,10 @@ from ._base import (
     positive_inverse,
     positive_number,
     safe_log,
-    simplex_logits,
+    simplex_from_roots,
+    simplex_roots,
 )
-from ._camel import tied_alpha
+from ._camel import data_scale, exprel, tied_alpha
 
 
 class CAMELData(AbstractLaw):
@@ -36,47 +37,61 @@ class CAMELData(AbstractLaw):
     With `tokens=False` the law is `law(r, M)` and the data term is evaluated at one fixed D (folded into G): the
     paper's setting, where every size is trained on the same cooldown, makes it a pure mixture effect.
 
-    `size_scale`, `tokens_scale`: static reference units for M and D (params() reports K and G in user units).
+    **Parameterization**: as CAMEL's (see `CAMEL`), every power term is written in the form that stays finite in
+    its log-law limit, K (exp(-u) - 1) = -w (exp(-u) - 1) / (-u): the capacity terms with w = b z, u = beta z,
+    z = g log eta + log(M / s_M) (b = K beta, g = alpha / beta), the data terms with w = h y, u = gamma y,
+    y = log eta + log(D / s_D) (h = G gamma), and L = s_L (C1 + sum of terms), C1 = C + sum K + sum G. The free
+    coordinates are square roots of b, h, beta, gamma, g and of the profiles, so that b = 0, h = 0 (a term off),
+    beta = 0, gamma = 0 (log laws) and t_ij = 0 are regular points. `loss_scale` s_L, `size_scale` s_M and
+    `tokens_scale` s_D are static units, set from the data by `fit` (`with_data_scales`).
 
     **Arguments** (`__call__`): `r` [P, n] rows on the simplex, `size` [P] > 0, and `tokens` [P] > 0 when
     `tokens=True`. **Returns**: predicted loss, [P].
     """
 
-    t_logits: Float[Array, "*batch k n"]
-    log_K: Float[Array, "*batch k"]
-    raw_alpha: Float[Array, "*batch k"] | None
-    raw_beta: Float[Array, "*batch k"]
-    C: Float[Array, "*batch"]
-    log_G: Float[Array, "*batch k"]
-    raw_gamma: Float[Array, "*batch k"] | None
+    t_roots: Float[Array, "*batch k n"]
+    root_b: Float[Array, "*batch k"]
+    raw_alpha: Float[Array, "*batch k"] | None  # free law: sqrt(alpha / beta)
+    raw_beta: Float[Array, "*batch k"]  # sqrt(beta)
+    C1: Float[Array, "*batch"]
+    root_h: Float[Array, "*batch k"]
+    raw_gamma: Float[Array, "*batch k"] | None  # sqrt(gamma), unless shared_exponents
     tied: bool = eqx.field(static=True, default=False)
     shared_exponents: bool = eqx.field(static=True, default=False)
     tokens: bool = eqx.field(static=True, default=True)
     capacity_exponent: float = eqx.field(static=True, default=1.0)
     size_scale: float = eqx.field(static=True, default=1.0)
     tokens_scale: float = eqx.field(static=True, default=1.0)
+    loss_scale: float = eqx.field(static=True, default=1.0)
 
     @property
     def t(self) -> Array:
-        return jax.nn.softmax(self.t_logits, axis=-2)
+        return simplex_from_roots(self.t_roots, axis=-2)
 
     @property
     def beta(self) -> Array:
-        return jnp.exp(self.raw_beta)
+        return self.raw_beta * self.raw_beta
+
+    @property
+    def ratio(self) -> Array:
+        """g_i = alpha_i / beta_i: 1 / (c + beta_i) when tied, else a free coordinate."""
+        if self.tied:
+            return 1.0 / (self.capacity_exponent + self.beta)
+        assert self.raw_alpha is not None
+        return self.raw_alpha * self.raw_alpha
 
     @property
     def alpha(self) -> Array:
         if self.tied:
             return tied_alpha(self.beta, self.capacity_exponent)
-        assert self.raw_alpha is not None
-        return jnp.exp(self.raw_alpha)
+        return self.beta * self.ratio
 
     @property
     def gamma(self) -> Array:
         if self.shared_exponents:
             return self.alpha
         assert self.raw_gamma is not None
-        return jnp.exp(self.raw_gamma)
+        return self.raw_gamma * self.raw_gamma
 
     def __call__(
         self, r: Float[Array, "P n"], size: Float[Array, " P"], *tokens: Float[Array, " P"]
@@ -86,24 +101,27 @@ class CAMELData(AbstractLaw):
                 f"CAMELData(tokens={self.tokens}) takes {2 + int(self.tokens)} inputs; got {2 + len(tokens)}"
             )
         log_eta = safe_log(r @ self.t.T)  # [P, k]
-        log_size = jnp.log(size / self.size_scale)[:, None]
-        capacity = self.log_K[None, :] - self.alpha[None, :] * log_eta - self.beta[None, :] * log_size
-        log_data = log_eta + (jnp.log(tokens[0] / self.tokens_scale)[:, None] if self.tokens else 0.0)
-        data = self.log_G[None, :] - self.gamma[None, :] * log_data
-        return self.C + jnp.sum(jnp.exp(capacity) + jnp.exp(data), axis=-1)
+        z = self.ratio[None, :] * log_eta + jnp.log(size / self.size_scale)[:, None]
+        capacity = -(self.root_b * self.root_b)[None, :] * z * exprel(-self.beta[None, :] * z)
+        y = log_eta + (jnp.log(tokens[0] / self.tokens_scale)[:, None] if self.tokens else 0.0)
+        data = -(self.root_h * self.root_h)[None, :] * y * exprel(-self.gamma[None, :] * y)
+        return self.loss_scale * (self.C1 + jnp.sum(capacity + data, axis=-1))
 
     def params(self) -> dict[str, Array]:
+        """The paper's t, K, alpha, beta, C and the data term's G, gamma, in the user's units."""
         beta, gamma = self.beta, self.gamma
-        out = {
+        K = self.root_b * self.root_b / beta
+        G = self.root_h * self.root_h / gamma
+        log_D = jnp.log(self.tokens_scale) if self.tokens else 0.0
+        return {
             "t": self.t,
-            "K": jnp.exp(self.log_K + beta * jnp.log(self.size_scale)),
+            "K": self.loss_scale * K * jnp.exp(beta * jnp.log(self.size_scale)),
             "alpha": self.alpha,
             "beta": beta,
-            "C": self.C,
-            "G": jnp.exp(self.log_G + gamma * jnp.log(self.tokens_scale)) if self.tokens else jnp.exp(self.log_G),
+            "C": self.loss_scale * (self.C1 - jnp.sum(K, axis=-1) - jnp.sum(G, axis=-1)),
+            "G": self.loss_scale * G * jnp.exp(gamma * log_D),
             "gamma": gamma,
         }
-        return out
 
     @classmethod
     def from_params(
@@ -122,10 +140,11 @@ class CAMELData(AbstractLaw):
         capacity_exponent: float = 1.0,
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
+        loss_scale: float = 1.0,
     ) -> CAMELData:
         """Build from constrained values. A derived exponent (alpha when `tied`, gamma when `shared_exponents`)
         may be passed only if it agrees, so that `from_params(**law.params(), **law.structure()...)` round-trips."""
-        settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale)
+        settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0, "G": 1}
         values: dict[str, Any] = {"t": t, "K": K, "beta": beta, "C": C, "G": G}
         for name, value, derived, setting in (("alpha", alpha, tied, "tied=True"),
@@ -135,19 +154,25 @@ class CAMELData(AbstractLaw):
             if not derived:
                 ndims[name], values[name] = 1, value
         p = as_leaves(ndims, values)
+        positive_inverse(p["beta"], None, "beta")
         alpha_ = tied_alpha(p["beta"], settings["capacity_exponent"]) if tied else p["alpha"]
         _check_derived("alpha", alpha, alpha_ if tied else None, "tied=True")
         gamma_ = alpha_ if shared_exponents else p["gamma"]
         _check_derived("gamma", gamma, gamma_ if shared_exponents else None, "shared_exponents=True")
+        positive_inverse(alpha_, None, "alpha")
+        positive_inverse(gamma_, None, "gamma")
+        scale = settings["loss_scale"]
         log_D = jnp.log(settings["tokens_scale"]) if tokens else 0.0
+        K_unit = jnp.exp(positive_inverse(p["K"], None, "K") - p["beta"] * jnp.log(settings["size_scale"])) / scale
+        G_unit = jnp.exp(positive_inverse(p["G"], None, "G") - gamma_ * log_D) / scale
         return cls(
-            t_logits=simplex_logits(p["t"], axis=-2, name="t"),
-            log_K=positive_inverse(p["K"], None, "K") - p["beta"] * jnp.log(settings["size_scale"]),
-            raw_alpha=None if tied else positive_inverse(alpha_, None, "alpha"),
-            raw_beta=positive_inverse(p["beta"], None, "beta"),
-            C=p["C"],
-            log_G=positive_inverse(p["G"], None, "G") - gamma_ * log_D,
-            raw_gamma=None if shared_exponents else positive_inverse(gamma_, None, "gamma"),
+            t_roots=simplex_roots(p["t"], axis=-2, name="t"),
+            root_b=jnp.sqrt(K_unit * p["beta"]),
+            raw_alpha=None if tied else jnp.sqrt(alpha_ / p["beta"]),
+            raw_beta=jnp.sqrt(p["beta"]),
+            C1=p["C"] / scale + jnp.sum(K_unit, axis=-1) + jnp.sum(G_unit, axis=-1),
+            root_h=jnp.sqrt(G_unit * gamma_),
+            raw_gamma=None if shared_exponents else jnp.sqrt(gamma_),
             **settings,
         )
 
@@ -164,28 +189,39 @@ class CAMELData(AbstractLaw):
         capacity_exponent: float = 1.0,
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
+        loss_scale: float = 1.0,
     ) -> CAMELData:
-        """A random start: profiles near uniform, K and G in [0.05, 2], exponents in [0.05, 1.5], C in [0, 3]."""
+        """A random start in the law's units: profiles near uniform, the level C1 in [0.8, 1.2], slopes b and h in
+        [0.003, 0.3], beta and gamma in [0.05, 1.5] and (free law) alpha / beta in [0.1, 3]."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
-        settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale)
-        k_t, k_K, k_a, k_b, k_C, k_G, k_g = jax.random.split(key, 7)
+        settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
+        k_t, k_b, k_a, k_beta, k_C, k_h, k_g = jax.random.split(key, 7)
+        shape = (n_domains,)
         return cls(
-            t_logits=jax.random.normal(k_t, (n_domains, n_datasets)),
-            log_K=log_uniform(k_K, (n_domains,), 0.05, 2.0),
-            raw_alpha=None if tied else log_uniform(k_a, (n_domains,), 0.05, 1.5),
-            raw_beta=log_uniform(k_b, (n_domains,), 0.05, 1.5),
-            C=jax.random.uniform(k_C, (), minval=0.0, maxval=3.0),
-            log_G=log_uniform(k_G, (n_domains,), 0.05, 2.0),
-            raw_gamma=None if shared_exponents else log_uniform(k_g, (n_domains,), 0.05, 1.5),
+            t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
+            root_b=jnp.exp(0.5 * log_uniform(k_b, shape, 0.003, 0.3)),
+            raw_alpha=None if tied else jnp.exp(0.5 * log_uniform(k_a, shape, 0.1, 3.0)),
+            raw_beta=jnp.sqrt(jax.random.uniform(k_beta, shape, minval=0.05, maxval=1.5)),
+            C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
+            root_h=jnp.exp(0.5 * log_uniform(k_h, shape, 0.003, 0.3)),
+            raw_gamma=None if shared_exponents else jnp.sqrt(jax.random.uniform(k_g, shape, minval=0.05, maxval=1.5)),
             **settings,
         )
+
+    def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
+        """The units of a fit (see `AbstractLaw.with_data_scales`): the orders of magnitude of the targets, the
+        sizes and (with `tokens`) the tokens."""
+        scales = {"loss_scale": data_scale(y), "size_scale": data_scale(inputs[1])}
+        if self.tokens:
+            scales["tokens_scale"] = data_scale(inputs[2])
+        return scales
 
     def size_parameters(self) -> tuple[int, int]:
         """Size is `inputs[1]`; C and the k exponents beta describe the size dependence."""
         return 1, int(self.raw_beta.shape[-1]) + 1
 
     def structure(self) -> dict[str, Any]:
-        k, n = self.t_logits.shape[-2:]
+        k, n = self.t_roots.shape[-2:]
         return {
             "n_datasets": n,
             "n_domains": k,
@@ -195,11 +231,18 @@ class CAMELData(AbstractLaw):
             "capacity_exponent": self.capacity_exponent,
             "size_scale": self.size_scale,
             "tokens_scale": self.tokens_scale,
+            "loss_scale": self.loss_scale,
         }
 
 
 def _settings(
-    tied: bool, shared_exponents: bool, tokens: bool, capacity_exponent: float, size_scale: float, tokens_scale: float
+    tied: bool,
+    shared_exponents: bool,
+    tokens: bool,
+    capacity_exponent: float,
+    size_scale: float,
+    tokens_scale: float,
+    loss_scale: float,
 ) -> dict[str, Any]:
     """The static settings, checked."""
     return {
@@ -209,6 +252,7 @@ def _settings(
         "capacity_exponent": positive_number(capacity_exponent, "capacity_exponent"),
         "size_scale": positive_number(size_scale, "size_scale"),
         "tokens_scale": positive_number(tokens_scale, "tokens_scale"),
+        "loss_scale": positive_number(loss_scale, "loss_scale"),
     }
 
 
