@@ -134,3 +134,54 @@ def test_sharded_bootstrap_equals_one_device():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", SHARDED], capture_output=True, text=True, env=env, timeout=600)
     assert "SHARDED-OK" in out.stdout, out.stderr[-3000:]
+
+
+class Line(cj.AbstractLaw):
+    """y = a + b x: with residuals on the loss scale and a Huber delta far above every residual, the objective is
+    ordinary least squares, so every resample's fit has a closed form."""
+
+    a: jax.Array
+    b: jax.Array
+
+    def __call__(self, x):
+        return self.a + self.b * x
+
+    def params(self):
+        return {"a": self.a, "b": self.b}
+
+    @classmethod
+    def from_params(cls, *, a, b):
+        return cls(jnp.asarray(a, float), jnp.asarray(b, float))
+
+    @classmethod
+    def sample_init(cls, key):
+        return cls(*jax.random.normal(key, (2,)))
+
+    def structure(self):
+        return {}
+
+
+def test_each_resample_is_the_weighted_least_squares_fit_and_standard_errors_match_the_sandwich():
+    # Known answers on a linear problem: a resample drawing a point twice is weighted least squares with weight 2
+    # (a fit that used the weights as a 0/1 mask would solve another problem), so every resample's parameters
+    # equal (X'WX)^-1 X'Wy; and the pairs bootstrap's standard errors approach the heteroscedasticity-robust
+    # sandwich (HC1). Over seeds 0-5 the ratio of the two was 0.98-1.06 at B = 1000; a mask would count a
+    # resample's ~63% distinct points once each and shrink the standard errors by ~24%.
+    P = 40
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.0, 1.0, P)
+    y = 1.0 + 2.0 * x + (0.05 + 0.2 * x) * rng.standard_normal(P)
+    X = np.stack([np.ones(P), x], axis=1)
+    ols = np.linalg.lstsq(X, y, rcond=None)[0]
+    options = cj.FitOptions(log_residuals=False, delta=1e6, polish=0)  # no polish: one small program to compile
+    boot = cj.bootstrap(Line.from_params(a=0.0, b=0.0), (x,), y, key=jax.random.key(0), n_resamples=1000,
+                        inits=Line.from_params(a=ols[:1], b=ols[1:]), options=options, progress=False)  # fmt: skip
+    W = np.asarray(boot.resamples)
+    assert W.max() >= 3  # resamples that draw points several times are among those checked
+    exact = np.stack([np.linalg.solve(X.T @ (w[:, None] * X), X.T @ (w * y)) for w in W])
+    fitted = np.stack([np.asarray(boot.params()["a"]), np.asarray(boot.params()["b"])], axis=1)
+    np.testing.assert_allclose(fitted, exact, atol=1e-6)
+    residual = y - X @ ols
+    bread = np.linalg.inv(X.T @ X)
+    hc1 = np.sqrt(np.diag(bread @ (X.T * residual**2) @ X @ bread) * P / (P - 2))
+    np.testing.assert_allclose(fitted.std(axis=0) / hc1, 1.0, atol=0.1)
