@@ -192,7 +192,12 @@ def test_optimal_mixture_gives_the_verdict_for_a_reference():
     ref = np.array([0.2, 0.3, 0.5])
     result = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref)
     assert isinstance(result.decision, cj.Decision)
-    assert result.decision.verdict in cj.VERDICTS
+    # the 6 resamples are near copies (K, C +1% each), and in every one the chosen mixture beats the reference
+    draws = pipe.objective(jnp.stack([jnp.asarray(result.r), jnp.asarray(ref)]), jnp.full(2, 20.0))  # [B, 2]
+    gains = np.asarray(draws[:, 0] - draws[:, 1])
+    assert np.all(gains > 0)
+    assert result.decision.verdict == "improves" and result.decision.p_improve == 1.0
+    assert result.decision.gain == pytest.approx(float(np.median(gains)), rel=1e-9)
     direct = cj.decide(pipe, result.r, ref, model_size=20.0, key=jax.random.fold_in(jax.random.key(0), 1))
     assert result.decision == direct
     boxed = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref,
