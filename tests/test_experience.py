@@ -134,7 +134,7 @@ def test_cli_bad_input_exits_2_with_one_line(argv, message, runs_csv, tmp_path, 
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # fits and cross-validates every --law auto candidate, each a compile of its own
 def test_cli_fit_law_auto_ranks_every_candidate_by_held_out_error(runs_csv, tmp_path, capsys):
     prefix = tmp_path / "auto"
     argv = ["fit", str(runs_csv), "--law", "auto", "--resamples", "0", "--restarts", "4", "--out", str(prefix)]
@@ -330,7 +330,13 @@ def test_demo_runs_offline_and_beats_the_reference(tmp_path):
         from camel_jax._demo import run_demo
 
         numbers = run_demo(seed=0, out=str(tmp_path), quick=True)
-    assert numbers["scores"]["predicted"] > numbers["scores"]["reference"]
-    assert numbers["captured"] > 0.5
+    scores = numbers["scores"]  # each mixture scored by the simulator's true objective: exact, no noise
+    # a known answer: the optimum of the true objective in the trust region is at least as good as any mixture there
+    assert scores["true optimum"] >= max(scores["predicted"], scores["robust"], scores["reference"]) - 1e-9
+    # the claim, on this seed, with a margin: the pick gains over half of what could be gained over the reference
+    # (whether picks beat the reference across worlds is measured over 20 worlds in benchmarks/study_backtest.py)
+    gap = scores["true optimum"] - scores["reference"]
+    assert gap > 0 and scores["predicted"] - scores["reference"] > 0.5 * gap
+    assert numbers["captured"] == pytest.approx((scores["predicted"] - scores["reference"]) / gap, rel=1e-12)
     assert max(numbers["benchmark_mae"].values()) < 0.01
     assert len(list(tmp_path.glob("*.png"))) == 4
