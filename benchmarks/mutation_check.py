@@ -151,6 +151,20 @@ MUTATIONS = [
         "return 2.0 * np.asarray(active_params, dtype=float) * np.asarray(tokens, dtype=float)",
         ("tests/test_design.py::test_flops_is_six_n_d",),
     ),
+    Mutation(
+        "interval-at-the-wrong-percentiles",
+        "camel_jax/_bootstrap.py",
+        "q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])",
+        "q = 100 * np.array([1 - level, level])",
+        ("tests/test_bootstrap.py::test_bootstrap_is_deterministic_chunk_invariant_and_gives_intervals",),
+    ),
+    Mutation(
+        "verdict-swapped",
+        "camel_jax/_decide.py",
+        "verdict=VERDICTS[1] if reason else VERDICTS[0],",
+        "verdict=VERDICTS[0] if reason else VERDICTS[1],",
+        ("tests/test_calibrate.py::test_optimal_mixture_gives_the_verdict_for_a_reference",),
+    ),
 ]
 
 

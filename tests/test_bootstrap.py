@@ -94,6 +94,9 @@ def test_bootstrap_is_deterministic_chunk_invariant_and_gives_intervals():
     assert low < float(fitted.law.params()["alpha"]) < high
     lo, hi = a.prediction_interval(*inputs, level=0.9)
     assert lo.shape == (24,) and np.all(lo <= hi)
+    # a 90% interval is the 5th and 95th percentiles of the resamples' values
+    np.testing.assert_allclose((low, high), np.percentile(np.asarray(a.params()["alpha"]), [5, 95]), rtol=1e-12)
+    np.testing.assert_allclose((lo, hi), np.percentile(np.asarray(a.predict(*inputs)), [5, 95], axis=0), rtol=1e-12)
     assert a.params()["E"].shape == (40,)
 
 
