@@ -145,18 +145,41 @@ def np_loss_to_benchmark(p, L):
     return p["C"] + p["A"] / (1.0 + np.exp(L @ p["k"] + p["B"]))
 
 
+def tied_alpha_np(beta: np.ndarray, c: float) -> np.ndarray:
+    """CAMEL's tied exponent (Theorem 1): alpha_i = (beta_i / c) / (1 + beta_i / c)."""
+    a = np.asarray(beta) / c
+    return a / (1.0 + a)
+
+
 @dataclass
 class Case:
-    """One law at known parameters with inputs and its NumPy reference."""
+    """One law built by `from_params(**given, **structure)`, its inputs and its NumPy reference.
+
+    `reference(given, *inputs)` works from the constructor's inputs alone (derived quantities such as a tied
+    alpha are recomputed in NumPy), never from `law.params()`, so it is independent of the law's
+    parameterization."""
 
     name: str
     law: Any
     inputs: tuple[np.ndarray, ...]
     reference: Callable[..., np.ndarray]
     mixture_input: bool  # inputs[0] is a mixture r
+    given: dict[str, Any]  # the constrained values handed to from_params (no structural keywords)
 
-    def numpy_params(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=np.float64) for k, v in self.law.params().items()}
+    def given_params(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v, dtype=np.float64) for k, v in self.given.items()}
+
+    def expected_params(self) -> dict[str, np.ndarray]:
+        """What `law.params()` must report: the given values plus the derived ones, recomputed here."""
+        return self.given_params() | {k: np.asarray(v) for k, v in self.derived(self.given_params()).items()}
+
+    def derived(self, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.name == "CAMEL_tied":
+            return {"alpha": tied_alpha_np(given["beta"], 3.0)}
+        if self.name == "CAMELData_tied_shared":
+            alpha = tied_alpha_np(given["beta"], 3.0)
+            return {"alpha": alpha, "gamma": alpha}
+        return {}
 
 
 def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Case:
@@ -167,33 +190,34 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
     N = 10 ** rng.uniform(7, 10, P)
     D = 10 ** rng.uniform(9, 11.5, P)
     t = rng.dirichlet(np.ones(k), size=n).T  # [k, n], columns on the simplex
+
+    def case(cls, given, structure, inputs, reference, mixture_input=True):
+        return Case(name, cls.from_params(**given, **structure), inputs, reference, mixture_input, given)
+
     if name == "CAMEL":
-        law = cj.CAMEL.from_params(
+        given = dict(
             t=t, K=rng.uniform(0.2, 2, k), alpha=rng.uniform(0.2, 0.9, k), beta=rng.uniform(0.3, 1.2, k), C=1.7
         )
-        return Case(name, law, (r, M), np_camel, True)
+        return case(cj.CAMEL, given, {}, (r, M), np_camel)
     if name == "CAMEL_tied":
-        law = cj.CAMEL.from_params(
-            t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7, tied=True, capacity_exponent=3.0
-        )
+        given = dict(t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7)
 
         def ref(p, r, M):
-            a = p["beta"] / 3.0
-            return np_camel({**p, "alpha": a / (1 + a)}, r, M)
+            return np_camel({**p, "alpha": tied_alpha_np(p["beta"], 3.0)}, r, M)
 
-        return Case(name, law, (r, M), ref, True)
+        return case(cj.CAMEL, given, dict(tied=True, capacity_exponent=3.0), (r, M), ref)
     if name == "CAMEL_scaled":
-        law = cj.CAMEL.from_params(
+        # K is given in the user's units of N (size_scale only conditions the fit): the reference uses N as is
+        given = dict(
             t=t,
             K=rng.uniform(0.2, 2, k) * 1e3,
             alpha=rng.uniform(0.2, 0.9, k),
             beta=rng.uniform(0.2, 0.4, k),
             C=1.7,
-            size_scale=1e9,
         )
-        return Case(name, law, (r, N), np_camel, True)
+        return case(cj.CAMEL, given, dict(size_scale=1e9), (r, N), np_camel)
     if name == "CAMELData":
-        law = cj.CAMELData.from_params(
+        given = dict(
             t=t,
             K=rng.uniform(0.2, 2, k) * 1e3,
             alpha=rng.uniform(0.2, 0.9, k),
@@ -201,40 +225,32 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             C=1.7,
             G=rng.uniform(0.2, 2, k) * 1e3,
             gamma=rng.uniform(0.1, 0.4, k),
-            size_scale=1e9,
-            tokens_scale=1e10,
         )
-        return Case(name, law, (r, N, D), np_camel_data, True)
+        return case(cj.CAMELData, given, dict(size_scale=1e9, tokens_scale=1e10), (r, N, D), np_camel_data)
     if name == "CAMELData_tied_shared":
-        law = cj.CAMELData.from_params(
-            t=t,
-            K=rng.uniform(0.2, 2, k),
-            beta=rng.uniform(0.3, 1.2, k),
-            C=1.7,
-            G=rng.uniform(0.05, 0.5, k),
-            tied=True,
-            shared_exponents=True,
-            tokens=False,
-            capacity_exponent=3.0,
-        )
-        return Case(name, law, (r, M), np_camel_data, True)
+        given = dict(t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7, G=rng.uniform(0.05, 0.5, k))
+
+        def ref_data(p, r, M):
+            alpha = tied_alpha_np(p["beta"], 3.0)
+            return np_camel_data({**p, "alpha": alpha, "gamma": alpha}, r, M)
+
+        structure = dict(tied=True, shared_exponents=True, tokens=False, capacity_exponent=3.0)
+        return case(cj.CAMELData, given, structure, (r, M), ref_data)
     if name == "DML":
-        law = cj.DML.from_params(
+        given = dict(
             t=rng.normal(size=(k, n)), S=rng.uniform(0.2, 1, k), C=rng.uniform(0, 1, k), K=rng.uniform(0.1, 1, k)
         )
-        return Case(name, law, (r,), np_dml, True)
+        return case(cj.DML, given, {}, (r,), np_dml)
     if name == "SODMAdditive":
-        law = cj.SODMAdditive.from_params(
+        given = dict(
             E=1.5, A=300.0, alpha=0.3, B=2000.0, beta=0.35, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n)
         )
-        return Case(name, law, (r, N, D), np_sodm_additive, True)
+        return case(cj.SODMAdditive, given, {}, (r, N, D), np_sodm_additive)
     if name == "SODMAdditive_notokens":
-        law = cj.SODMAdditive.from_params(
-            E=1.5, A=300.0, alpha=0.3, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n), size_scale=1e8
-        )
-        return Case(name, law, (r, N), np_sodm_additive, True)
+        given = dict(E=1.5, A=300.0, alpha=0.3, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n))
+        return case(cj.SODMAdditive, given, dict(size_scale=1e8), (r, N), np_sodm_additive)
     if name == "SODMJoint":
-        law = cj.SODMJoint.from_params(
+        given = dict(
             E=1.5,
             C=rng.uniform(1, 5, n),
             gamma=rng.uniform(0.2, 0.8, n),
@@ -244,24 +260,21 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             CB=rng.uniform(1000, 3000, n),
             gammaB=0.9,
             beta=0.35,
-            size_scale=1e8,
-            tokens_scale=1e10,
         )
-        return Case(name, law, (r, N, D), np_sodm_joint, True)
+        return case(cj.SODMJoint, given, dict(size_scale=1e8, tokens_scale=1e10), (r, N, D), np_sodm_joint)
     if name == "Chinchilla":
-        law = cj.Chinchilla.from_params(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28)
-        return Case(name, law, (N, D), np_chinchilla, False)
+        given = dict(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28)
+        return case(cj.Chinchilla, given, {}, (N, D), np_chinchilla, False)
     if name == "PowerLaw":
-        law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.5, scale=8.0)
-        return Case(name, law, (M,), np_power_law, False)
+        return case(cj.PowerLaw, dict(E=2.0, A=5.0, alpha=0.5), dict(scale=8.0), (M,), np_power_law, False)
     if name == "LossToBenchmark":
         L = rng.uniform(2.5, 4.5, (P, V))
-        law = cj.LossToBenchmark.from_params(k=rng.normal(size=V), A=0.7, B=-1.0, C=0.25)
-        return Case(name, law, (L,), np_loss_to_benchmark, False)
+        given = dict(k=rng.normal(size=V), A=0.7, B=-1.0, C=0.25)
+        return case(cj.LossToBenchmark, given, {}, (L,), np_loss_to_benchmark, False)
     if name == "LossToBenchmark_monotone":
         L = rng.uniform(2.5, 4.5, (P, V))
-        law = cj.LossToBenchmark.from_params(k=rng.uniform(0.1, 1.0, V), A=0.7, B=-1.0, C=0.25, monotone=True)
-        return Case(name, law, (L,), np_loss_to_benchmark, False)
+        given = dict(k=rng.uniform(0.1, 1.0, V), A=0.7, B=-1.0, C=0.25)
+        return case(cj.LossToBenchmark, given, dict(monotone=True), (L,), np_loss_to_benchmark, False)
     raise KeyError(name)
 
 

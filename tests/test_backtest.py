@@ -209,7 +209,7 @@ def test_bad_adaptive_options_are_named_before_any_compute():
             cj.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=options)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # all seven methods on a full world, each fitting its own laws (several compiles)
 def test_every_method_runs_and_no_pick_beats_the_truth():
     world = simulate.make_world(jax.random.key(4))
     table = cj.backtest(world, key=jax.random.key(0), repeats=2)

@@ -90,7 +90,14 @@ def _runs(truth, seed, sizes=(2.0, 3.0, 4.0, 5.0, 6.0, 8.0), n_mixtures=10, nois
     return r, R, M, truth(R, M) * np.exp(noise * rng.standard_normal(len(M)))
 
 
+SEEDS = range(6)
+
+
 def test_calibration_widens_only_what_extrapolates_badly():
+    # A claim about a method, so over 6 worlds' noise draws (the same keys every run) and with margins. Measured:
+    # kappa (misspecified / well-specified) 0.0085/0.0020, 0.0113/0.0037, 0/0, 0.0198/0.0116, 0.0089/0.0066,
+    # 0.0073/0.0015 (means 0.0093 vs 0.0043: 2.2x); mean widening of the band at M=20 4.9x vs 2.4x (2.1x).
+    # One seed alone is a coin flip (seed 3's well-specified kappa exceeds seed 0's misspecified one).
     law = known_tied_camel()
 
     def good(r, M):
@@ -100,26 +107,30 @@ def test_calibration_widens_only_what_extrapolates_badly():
         return good(r, M) * (1 + 0.04 * np.log(M / 2.0))
 
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
-    out = {}
-    for name, truth in (("good", good), ("bad", bad)):
-        r, R, M, y = _runs(truth, 0)
-        point = cj.fit(template, (R, M), y, key=jax.random.key(1), restarts=8)
-        boot = cj.bootstrap(template, (R, M), y, key=jax.random.key(2), n_resamples=60, inits=point.laws,
-                            strata=M, progress=False)  # fmt: skip
-        cal = cj.calibrate(template, (R, M), y, key=jax.random.key(3), n_resamples=60, inits=point.law, strata=M)
-        target = np.full(len(r), 20.0)
-        plain = np.log(np.divide(*boot.prediction_interval(r, target)[::-1]))  # log(high / low)
-        wide = np.log(np.divide(*boot.prediction_interval(r, target, calibration=cal)[::-1]))
-        out[name] = (float(np.hypot(cal.kappa_level, cal.kappa_mix)), np.mean(wide / plain))
-        inside = np.full(len(r), 4.0)
-        np.testing.assert_allclose(boot.prediction_interval(r, inside, calibration=cal),
-                                   boot.prediction_interval(r, inside), rtol=1e-12)  # fmt: skip
-        assert cal.size_max == 8.0 and cal.size_index == 1 and len(cal.distances) == 3  # 2 folds: 1 + 2 cells
-    # the well-specified law's held-out errors are what its bootstrap and noise explain; the misspecified one's are
-    # several times larger (held-out rms ~0.005 vs bootstrap ~0.002 and noise 0.003, in log loss)
-    (kappa_good, widen_good), (kappa_bad, widen_bad) = out["good"], out["bad"]
-    assert kappa_bad > 0.003 and kappa_good < 0.5 * kappa_bad, (kappa_good, kappa_bad)
-    assert widen_bad > 2.0 and widen_good < 1.5 * widen_bad / 2.0, (widen_good, widen_bad)
+    kappa, widen = {"good": [], "bad": []}, {"good": [], "bad": []}
+    for seed in SEEDS:
+        for name, truth in (("good", good), ("bad", bad)):
+            r, R, M, y = _runs(truth, seed)
+            key = jax.random.fold_in(jax.random.key(1), seed)
+            point = cj.fit(template, (R, M), y, key=key, restarts=8)
+            boot = cj.bootstrap(template, (R, M), y, key=jax.random.fold_in(key, 2), n_resamples=60, inits=point.laws,
+                                strata=M, progress=False)  # fmt: skip
+            cal = cj.calibrate(template, (R, M), y, key=jax.random.fold_in(key, 3), n_resamples=60, inits=point.law,
+                               strata=M)  # fmt: skip
+            target = np.full(len(r), 20.0)
+            plain = np.log(np.divide(*boot.prediction_interval(r, target)[::-1]))  # log(high / low)
+            wide = np.log(np.divide(*boot.prediction_interval(r, target, calibration=cal)[::-1]))
+            kappa[name].append(float(np.hypot(cal.kappa_level, cal.kappa_mix)))
+            widen[name].append(float(np.mean(wide / plain)))
+            if seed == 0:  # exact, whatever the seed: inside the data the band is left as it is
+                inside = np.full(len(r), 4.0)
+                np.testing.assert_allclose(boot.prediction_interval(r, inside, calibration=cal),
+                                           boot.prediction_interval(r, inside), rtol=1e-12)  # fmt: skip
+                assert cal.size_max == 8.0 and cal.size_index == 1 and len(cal.distances) == 3  # 2 folds: 1 + 2 cells
+    good_k, bad_k = np.array(kappa["good"]), np.array(kappa["bad"])
+    assert np.all(bad_k >= good_k), (good_k, bad_k)
+    assert np.mean(bad_k) > 1.5 * np.mean(good_k), (good_k, bad_k)
+    assert np.mean(widen["bad"]) > 1.5 * np.mean(widen["good"]) and np.mean(widen["bad"]) > 2.5, widen
 
 
 def test_calibration_refuses_designs_it_cannot_hold_out_from():
@@ -192,7 +203,12 @@ def test_optimal_mixture_gives_the_verdict_for_a_reference():
     ref = np.array([0.2, 0.3, 0.5])
     result = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref)
     assert isinstance(result.decision, cj.Decision)
-    assert result.decision.verdict in cj.VERDICTS
+    # the 6 resamples are near copies (K, C +1% each), and in every one the chosen mixture beats the reference
+    draws = pipe.objective(jnp.stack([jnp.asarray(result.r), jnp.asarray(ref)]), jnp.full(2, 20.0))  # [B, 2]
+    gains = np.asarray(draws[:, 0] - draws[:, 1])
+    assert np.all(gains > 0)
+    assert result.decision.verdict == "improves" and result.decision.p_improve == 1.0
+    assert result.decision.gain == pytest.approx(float(np.median(gains)), rel=1e-9)
     direct = cj.decide(pipe, result.r, ref, model_size=20.0, key=jax.random.fold_in(jax.random.key(0), 1))
     assert result.decision == direct
     boxed = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref,

@@ -160,10 +160,11 @@ def test_cli_intervals_contain_every_identified_point_estimate(tmp_path, capsys)
     world, runs = world_table(PAPER_SIZES)
     runs.to_csv(tmp_path / "runs.csv", index=False)
     prefix = tmp_path / "fit"
-    cli.main(
+    code = cli.main(
         ["fit", str(tmp_path / "runs.csv"), "--law", "camel-tied", "--target", "loss_val0", "--out", str(prefix),
          "--restarts", "16", "--resamples", "40"]
     )  # fmt: skip
+    assert code == 0
     out = json.loads((tmp_path / "fit.json").read_text())
     printed = capsys.readouterr().out
     assert out["best_status"] in ("converged", "stalled", "max steps")

@@ -119,7 +119,7 @@ def test_missing_training_losses_only_drop_that_run_from_that_loss(tables):
 # --- the real-data backtests (issue 13) ------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # two real tables (regmix: 512 runs x 17 datasets), read from ../shared
 def test_real_data_backtests_run_and_laws_beat_chance():
     train, candidates, mixture, objectives = shared_data.dmsl_decision()
     dmsl = cj.backtest_observed(train, candidates, mixture=mixture, size="model_size", objectives=objectives,
