@@ -24,7 +24,7 @@ typecheck: $(BIN)/camel-jax
 	$(BIN)/mypy
 
 lint: $(BIN)/camel-jax
-	$(BIN)/ruff check camel_jax tests benchmarks
+	$(BIN)/ruff check camel_jax tests benchmarks notebooks
 
 bench: $(BIN)/camel-jax
 	$(BIN)/python benchmarks/bench_fit.py
