@@ -53,7 +53,7 @@ with warnings.catch_warnings():
     )
 print(f"{len(table)} fits scored in {time.perf_counter() - t0:.0f} s")
 summary = table.groupby(["test_size", "law", "n_points"])["error"].mean().unstack("n_points").round(3)
-# the headline (README study 1), with n >= 42 points: one size step out (M=12) tied CAMEL is within 0.3% and beats
+# the headline (study 1), with n >= 42 points: one size step out (M=12) tied CAMEL is within 0.3% and beats
 # DML by a wide margin (0.19 vs 0.37, 0.18 vs 0.30 at CI size when written); at M=20 SODMAdditive beats tied CAMEL
 # (0.34 vs 0.81, 0.38 vs 0.82)
 many = [n for n in n_points if n >= 42]

@@ -81,7 +81,7 @@ for version, frame, tokens in (("A: largest D", last, False),) + (() if QUICK el
                 }
             )
 dmsl_table = pd.DataFrame(rows).pivot_table(index=["data", "target"], columns="law", values="heldout_mape").round(3)
-# the headline (README study 2): on every dmsl domain at 2.7B tied CAMEL extrapolates better than SODMAdditive
+# the headline (study 2): on every dmsl domain at 2.7B tied CAMEL extrapolates better than SODMAdditive
 # among the size-only laws (c4: 0.94% vs 1.69% at CI size when written, 0.79% vs 1.71% at full size)
 size_only = dmsl_table.loc["dmsl A: largest D"]
 assert (size_only["CAMEL tied k=3"] < size_only["SODMAdditive"]).all(), size_only
@@ -145,7 +145,7 @@ mix_table.round(3)
 # `cj.backtest_observed` fits each method on the smaller runs and lets it pick among mixtures trained at a larger
 # size: dmsl's four 2.7B runs (8 objectives: each validation loss and their mean), 5Mix's 1B runs, and RegMix's 256
 # 60M runs ranked from 512 1M runs. `regret_share` is the pick's regret over the candidates' range (a random pick
-# averages ~0.5 with 4 candidates). The README's table averages 5 fit seeds with 32 restarts
+# averages ~0.5 with 4 candidates). Study 2's table averages 5 fit seeds with 32 restarts
 # (`benchmarks/study_observed.py`).
 
 # %%
@@ -212,7 +212,7 @@ by_method.round(3)
 # (eta_i^alpha_i M^beta_i) cannot hold. `cj.CAMELData` adds a per-domain data term sum_i G_i / (eta_i D)^gamma_i: each
 # intrinsic domain's loss also falls with the tokens it receives. `cj.select_law` fits every candidate on all runs
 # below the largest size and ranks them by their error there (never by the training objective); laws of (r, M) get the
-# same runs without the token column. The README's study 6 (`benchmarks/study_select_law.py`) runs all 7 dmsl losses
+# same runs without the token column. Study 6 (`benchmarks/study_select_law.py`) runs all 7 dmsl losses
 # with 32 restarts and 3 seeds.
 
 

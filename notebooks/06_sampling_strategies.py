@@ -68,7 +68,7 @@ print(f"{len(table)} fits in {time.perf_counter() - t0:.0f} s")
 summary = table.groupby(["budget", "strategy"])["error"].mean().unstack("strategy")
 summary.index = [f"{b:.2e} ({b / full:.0%})" for b in summary.index]
 print("held-out MAPE (%) at M=12; lowest per budget:", list(summary.idxmin(axis=1)))
-# what matches the paper (README study 3): spending a tight budget on small models (triangle) is worst (0.44% vs a
+# what matches the paper (study 3): spending a tight budget on small models (triangle) is worst (0.44% vs a
 # median 0.25% of the others at 15% when written), and the strategies converge once the budget covers most runs
 tight, ample = summary.iloc[0], summary.iloc[-1]
 assert tight["triangle"] > 1.3 * tight.drop("triangle").median(), tight

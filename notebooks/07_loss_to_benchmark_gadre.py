@@ -53,7 +53,7 @@ print(
     f"(standard error {diff.std(ddof=1) / np.sqrt(n_splits):.4f}); multi-loss better on {(diff < 0).sum()}/{n_splits}"
 )
 per_benchmark = table.groupby(["benchmark", "losses"])["heldout_mae"].mean().unstack()
-# the headline (README study 9): the multi-loss law beats the single-loss law by more than 3 standard errors of the
+# the headline (study 9): the multi-loss law beats the single-loss law by more than 3 standard errors of the
 # paired difference, on every split (-0.0038, standard error 0.0003, 3/3 at CI size when written), and on LAMBADA
 # by a wide margin (0.0095 vs 0.0248)
 assert diff.mean() + 3 * diff.std(ddof=1) / np.sqrt(n_splits) < 0 and (diff < 0).all(), diff

@@ -33,7 +33,7 @@ print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(),
 # **One step.** Train the hourglass design at 25% of the paper's 66-run design's FLOPs, fit the end-to-end pipeline
 # with bootstrap resamples, and rank the 66 - n runs not yet trained (`replace=False`: each is one run of the design,
 # trained once). The decision quantity q is, in each resample, the predicted Balanced score at the recommended mixture
-# at M=20 (within +-20% of the reference, the README's trust region) minus the reference's; a candidate's score is the
+# at M=20 (within +-20% of the reference, the studies' trust region) minus the reference's; a candidate's score is the
 # variance of q its outcome would remove, Cov(q, f_c)^2 / (Var(f_c) + noise^2) (the ensemble-Kalman reading of
 # expected variance reduction; Cohn, Ghahramani & Jordan 1996), and the batch is built greedily per FLOP.
 
@@ -167,7 +167,7 @@ assert (table["regret"] > -1e-9).all() and set(table["method"]) >= {*strategies,
 )
 
 # %% [markdown]
-# A few worlds are noise: the README's table runs `benchmarks/study_adaptive.py` (20 worlds x 3 repeats of the default
+# A few worlds are noise: study 8 runs `benchmarks/study_adaptive.py` (20 worlds x 3 repeats of the default
 # family and of the misspecified `sodm` family) and says, with standard errors over worlds, whether adaptive reaches
 # the full design's median regret at half its FLOPs (the paper's 50% saving) and how it compares with hourglass at
 # equal FLOPs.
