@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all lint typecheck bench clean
+.PHONY: demo test test-all lint typecheck docs bench clean
 
 $(BIN)/camel-jax: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(BIN)/camel-jax: pyproject.toml
 demo: $(BIN)/camel-jax
 	$(BIN)/camel-jax demo
 
-test: $(BIN)/camel-jax typecheck
+test: $(BIN)/camel-jax typecheck docs
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load --durations=15
 
 test-all: $(BIN)/camel-jax
@@ -23,11 +23,15 @@ test-all: $(BIN)/camel-jax
 typecheck: $(BIN)/camel-jax
 	$(BIN)/mypy
 
+# the site, strictly (a broken link or an unresolved API entry fails); offline: no fonts or plugins from the net
+docs: $(BIN)/camel-jax
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site  # not --quiet: it hides the warnings strict counts
+
 lint: $(BIN)/camel-jax
-	$(BIN)/ruff check camel_jax tests benchmarks
+	$(BIN)/ruff check camel_jax tests benchmarks notebooks
 
 bench: $(BIN)/camel-jax
 	$(BIN)/python benchmarks/bench_fit.py
 
 clean:
-	rm -rf $(VENV) camel-demo .pytest_cache
+	rm -rf $(VENV) camel-demo .pytest_cache build/site

@@ -10,7 +10,6 @@ from ._backtest import BACKTEST_STRATEGIES as BACKTEST_STRATEGIES
 from ._backtest import backtest as backtest
 from ._bootstrap import BootstrapResult as BootstrapResult
 from ._bootstrap import bootstrap as bootstrap
-from ._bootstrap import resample_weights as resample_weights
 from ._calibrate import Calibration as Calibration
 from ._calibrate import calibrate as calibrate
 from ._decide import VERDICTS as VERDICTS
@@ -30,9 +29,10 @@ from ._evaluate import select_domains as select_domains
 from ._evaluate import training_masks as training_masks
 from ._fit import FitResult as FitResult
 from ._fit import fit as fit
-from ._fit import fit_arrays as fit_arrays
 from ._fit import huber as huber
 from ._fit import objective as objective
+from ._fit import data_template as data_template
+from ._fit import fit_arrays as fit_arrays
 from ._io import BenchmarkData as BenchmarkData
 from ._io import MixtureData as MixtureData
 from ._next import NEXT_COLUMNS as NEXT_COLUMNS
@@ -55,6 +55,7 @@ from ._pipeline import Pipeline as Pipeline
 from ._pipeline import PipelineFit as PipelineFit
 from ._pipeline import fit_benchmark_laws as fit_benchmark_laws
 from ._pipeline import fit_pipeline as fit_pipeline
+from ._resample import resample_weights as resample_weights
 from ._save import load as load
 from ._save import save as save
 from ._select import SELECT_COLUMNS as SELECT_COLUMNS
@@ -70,3 +71,83 @@ from .laws import LossToBenchmark as LossToBenchmark
 from .laws import PowerLaw as PowerLaw
 from .laws import SODMAdditive as SODMAdditive
 from .laws import SODMJoint as SODMJoint
+
+# The public surface, by layer: laws, data, fitting, mixture, experiments (`camel_jax.simulate` and
+# `camel_jax.plot` are namespaces of their own). docs/api/*.md has one entry per name (tests/test_docs.py).
+__all__ = [
+    # laws
+    "AbstractLaw",
+    "CAMEL",
+    "CAMELData",
+    "DML",
+    "SODMAdditive",
+    "SODMJoint",
+    "Chinchilla",
+    "PowerLaw",
+    "LossToBenchmark",
+    # data in and out
+    "MixtureData",
+    "BenchmarkData",
+    "save",
+    "load",
+    # fitting
+    "fit",
+    "fit_arrays",
+    "data_template",
+    "FitResult",
+    "FitOptions",
+    "Status",
+    "objective",
+    "huber",
+    "bootstrap",
+    "BootstrapResult",
+    "resample_weights",
+    "calibrate",
+    "Calibration",
+    # from losses to benchmarks to a mixture, and the decision
+    "fit_benchmarks",
+    "fit_benchmark_laws",
+    "BenchmarkFits",
+    "fit_pipeline",
+    "Pipeline",
+    "PipelineFit",
+    "OBJECTIVES",
+    "BENCHMARK_OPTIONS",
+    "PROXY_OPTIONS",
+    "optimal_mixture",
+    "MixtureResult",
+    "project_capped_simplex",
+    "mixture_path",
+    "decide",
+    "Decision",
+    "objective_draws",
+    "VERDICTS",
+    "next_runs",
+    "variance_reduction",
+    "NEXT_COLUMNS",
+    # experiments: design, the extrapolation protocol, law selection, backtests
+    "flops",
+    "perturbed_mixtures",
+    "allocate",
+    "sample_design",
+    "STRATEGIES",
+    "extrapolation_error",
+    "compare_laws",
+    "select_domains",
+    "training_masks",
+    "heldout_benchmark_error",
+    "DMLNested",
+    "select_law",
+    "SELECT_COLUMNS",
+    "backtest",
+    "BACKTEST_METHODS",
+    "BACKTEST_STRATEGIES",
+    "BACKTEST_COLUMNS",
+    "ADAPTIVE",
+    "backtest_observed",
+    "OBSERVED_METHODS",
+    "OBSERVED_COLUMNS",
+    "spearman",
+    # ground-truth worlds
+    "simulate",
+]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import equinox as eqx
@@ -59,7 +60,8 @@ BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best
 BACKTEST_STRATEGIES = (*STRATEGIES, "adaptive")
 # The "adaptive" strategy's defaults: the law it designs with, the hourglass seed's share of the budget, the number
 # of tranches the rest is spent in, and the bootstrap resamples of each refit.
-ADAPTIVE = {"law": "camel", "seed": 0.25, "rounds": 3, "n_resamples": 16}
+ADAPTIVE: Mapping[str, Any] = MappingProxyType({"law": "camel", "seed": 0.25, "rounds": 3, "n_resamples": 16})
+"""The "adaptive" strategy's defaults; read-only (`backtest(adaptive=...)` overrides some of them)."""
 BACKTEST_COLUMNS = (
     "world", "method", "strategy", "budget", "repeat", "n_runs", "flops", "regret", "capture", "true_value",
     "predicted_value", "low", "high", "covered",
@@ -144,6 +146,9 @@ def backtest(
     """Backtest mixture-choosing methods on a world whose true objective is known.
 
     **Arguments**:
+    - `world`: a `simulate.World`, whose true objective scores every pick.
+    - `key`: draws the runs' noise, the strategies' choices and every fit's starts; `repeats`: independent
+      repeats (fresh noise and choices) of every (method, budget) cell.
     - `methods`: names from `BACKTEST_METHODS` or callables, as a sequence or as {label: method}. `"camel"` (tied
       CAMEL, k=3), `"camel-free"` (free profiles), `"camel-data"` (tied CAMELData, k=3, at the runs' one token
       count), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper runs it) fit the end-to-end

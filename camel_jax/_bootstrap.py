@@ -17,48 +17,11 @@ from jaxtyping import Array, ArrayLike, Float, Int
 from ._checks import check_inits, check_inputs, check_law_inputs, check_targets
 from ._fit import data_template, random_starts, resolve_options, solve_targets
 from ._options import FitOptions
+from ._resample import resample_weights
 from .laws._base import count, n_free_parameters
 
-if TYPE_CHECKING:  # _calibrate builds on this module
+if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
     from ._calibrate import Calibration
-
-
-def resample_weights(
-    key: Array,
-    n_points: int,
-    n_resamples: int,
-    *,
-    groups: ArrayLike | None = None,
-    strata: ArrayLike | None = None,
-) -> Int[Array, "B P"]:
-    """Bootstrap resamples as integer counts per point (static shapes: one compile for any resample).
-
-    Without `groups`, points are drawn with replacement; with `groups` (e.g. one code per training run or
-    mixture) whole groups are drawn and every point of a drawn group counts once per draw. With `strata`
-    (e.g. the model size of each point, constant within a group) the draws happen within each stratum, so
-    each stratum keeps its number of units.
-    """
-    units = np.arange(n_points) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
-    n_units = int(units.max()) + 1
-    if strata is None:
-        unit_stratum = np.zeros(n_units, dtype=int)
-    else:
-        strata_codes = np.unique(np.asarray(strata), return_inverse=True)[1]
-        unit_stratum = np.zeros(n_units, dtype=int)
-        for u in range(n_units):
-            values = np.unique(strata_codes[units == u])
-            if len(values) != 1:
-                raise ValueError(
-                    f"`strata` must be constant within each group; group {u} spans strata {values.tolist()}"
-                )
-            unit_stratum[u] = values[0]
-    counts = jnp.zeros((n_resamples, n_units), dtype=jnp.int32)
-    for s, k in zip(np.unique(unit_stratum), jax.random.split(key, len(np.unique(unit_stratum)))):
-        members = np.flatnonzero(unit_stratum == s)
-        draws = jax.random.randint(k, (n_resamples, len(members)), 0, len(members))
-        picked = jnp.asarray(members)[draws]
-        counts = counts + jax.vmap(lambda p: jnp.zeros(n_units, jnp.int32).at[p].add(1))(picked)
-    return counts[:, jnp.asarray(units)]
 
 
 class BootstrapResult(eqx.Module):
@@ -153,12 +116,23 @@ def bootstrap(
     no result beyond the last bits of arithmetic: objectives agree to ~1e-14 and, the objective being flat to
     second order at an optimum, parameters to ~sqrt(machine epsilon).
 
-    **Arguments** beyond `fit`'s (`key`, `restarts`, `inits`, `weights`, `options` mean what they mean there):
+    **Arguments**:
+    - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]), as for `fit`.
+    - `key`: draws the resamples and the random starts.
+    - `n_resamples`: B, the number of resamples (ignored when `resamples` is given).
+    - `restarts`: random starts per resample when no `inits` are given.
     - `inits`: a batched law used as the starts of every resample (e.g. `fit(...).laws` or its best few);
-      warm starts make thousands of resamples cheap. Otherwise `restarts` random starts per resample.
+      warm starts make thousands of resamples cheap.
+    - `groups`, `strata`: resample whole groups (e.g. one code per run), within strata (e.g. the model size); see
+      `resample_weights`.
     - `resamples`: explicit resample weights [B, P] (e.g. `other_result.resamples`), overriding the draw.
     - `weights`: per-point weights [P] multiplied into every resample (e.g. `data.weight`).
-    - `key`: draws the resamples and the random starts.
+    - `chunk_size`: resamples per compiled call (default: from the memory budget); `devices`: to shard over
+      (default: all local devices); `progress`: show a progress bar over the chunks.
+    - `options`: a `FitOptions`, as for `fit`.
+
+    **Returns**: a `BootstrapResult` with every resample's best law, objective and status, and the resample
+    weights it used.
     """
     options = resolve_options(options)
     count(restarts, "restarts")

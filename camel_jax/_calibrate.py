@@ -48,10 +48,10 @@ import numpy as np
 from jax.scipy.special import betainc
 from jaxtyping import Array, ArrayLike
 
-from ._bootstrap import resample_weights
 from ._checks import DESIGN_WARNINGS
 from ._fit import fit, resolve_options
 from ._options import FitOptions
+from ._resample import resample_weights
 from .laws._base import count, n_free_parameters
 
 
@@ -139,15 +139,24 @@ def calibrate(
 ) -> Calibration:
     """Measure how a law's bootstrap band understates the error of extrapolating past the largest trained size.
 
-    **Arguments**: the law template, its `inputs` and targets `y` [P] (or [T, P]: one calibration per target),
-    as for `fit`; `n_resamples` per fold (the folds only need the bootstrap's spread at the held-out points, not
-    its tails: 32 measured as well as 100 in the zoo); `holdout` the number of folds, fold j dropping the j largest
-    sizes (each fold keeps >= 2 sizes; None: 2 folds and 3 held-out cells, or 1 fold for 3 sizes; more folds
-    fit on fewer sizes and overstate a well-specified law's error: in the tests, a fold of a true CAMEL on 3 sizes
-    erred by 2x its own bootstrap spread); `inits` warm starts (e.g. the full-data `fit(...).law`, batched over
-    targets for [T, P]); `weights` [P] or [T, P] (0 leaves a point out, e.g. a missing loss), `groups`, `strata`
-    as for `bootstrap`. Every fold, resample and target is one fit. Returns a `Calibration` (see the module
-    docstring for the model).
+    Every fold, resample and target is one fit.
+
+    **Arguments**:
+    - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]: one calibration per target),
+      as for `fit`.
+    - `key`: draws the resamples and the starts.
+    - `n_resamples`: per fold (the folds only need the bootstrap's spread at the held-out points, not its tails:
+      32 measured as well as 100 in the zoo).
+    - `holdout`: the number of folds, fold j dropping the j largest sizes (each fold keeps >= 2 sizes; None: 2
+      folds and 3 held-out cells, or 1 fold for 3 sizes; more folds fit on fewer sizes and overstate a
+      well-specified law's error: in the tests, a fold of a true CAMEL on 3 sizes erred by 2x its own bootstrap
+      spread).
+    - `restarts`: random starts per fit when no `inits` are given; `inits`: warm starts (e.g. the full-data
+      `fit(...).law`, batched over targets for [T, P]).
+    - `weights`: [P] or [T, P] (0 leaves a point out, e.g. a missing loss); `groups`, `strata`: as for
+      `bootstrap`; `options`: a `FitOptions`, as for `fit`.
+
+    **Returns**: a `Calibration` (see the module docstring for the model).
     """
     options = resolve_options(options)
     count(n_resamples, "n_resamples", least=2)

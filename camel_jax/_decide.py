@@ -72,7 +72,14 @@ def objective_draws(
     calibration: Calibration | None = None,
 ) -> Array:
     """The objective of mixtures r [K, n] at `size`, one draw per resample of a batched pipeline: [B, K], with
-    the `calibration`'s extrapolation error (per benchmark, in the order of `benchmark_weights`) drawn in."""
+    the `calibration`'s extrapolation error (per benchmark, in the order of `benchmark_weights`) drawn in.
+
+    **Arguments**:
+    - `pipelines`: a batched `Pipeline` (B resamples); `r`: mixtures [K, n]; `size`: the model size.
+    - `key`: draws the calibration's error; `calibration`: None for the bootstrap's spread only.
+
+    **Returns**: the objective's draws [B, K].
+    """
     if not pipelines.batch_shape:
         raise ValueError("objective draws need a batched Pipeline: fit it with `fit_pipeline(..., n_resamples=B)`")
     r = jnp.atleast_2d(jnp.asarray(r))
@@ -117,7 +124,16 @@ def decide(
     `min_gain`: a gain below it is not worth a verdict (`fit_pipeline` measures the noise of one evaluation of
     the objective as `objective_noise`). `support`: the (lower [n], upper [n]) range of the trained mixtures'
     weights; a mixture outside it is an extrapolation in mixture space that no calibration here measures, so
-    it gets "not resolved" whatever its draws say."""
+    it gets "not resolved" whatever its draws say.
+
+    **Arguments**:
+    - `pipelines`: a batched `Pipeline` (B resamples); `r`: the mixture [n]; `reference`: the mixture [n] to beat.
+    - `model_size`: the size to decide at; `key`: draws the calibration's error.
+    - `calibration`: the extrapolation error to draw in (None: the bootstrap's spread only).
+    - `level`: the share of draws the gain must win in; `min_gain`, `support`: see above.
+
+    **Returns**: a `Decision` (gain and band, `p_improve`, `verdict`, `reason`).
+    """
     if not 0 < level < 1:
         raise ValueError(f"`level` must be in (0, 1); got {level}")
     if not (np.isfinite(min_gain) and min_gain >= 0):

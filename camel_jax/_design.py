@@ -33,7 +33,13 @@ STRATEGIES = ("rectangle", "triangle", "inverted_triangle", "diamond", "hourglas
 
 
 def flops(active_params: ArrayLike, tokens: ArrayLike) -> np.ndarray:
-    """Training FLOPs by the paper's convention, 6 N D (N active parameters, D tokens); vectorized."""
+    """Training FLOPs by the paper's convention, 6 N D (N active parameters, D tokens); vectorized.
+
+    **Arguments**:
+    - `active_params`: N, active parameters per run; `tokens`: D, training tokens (broadcast together).
+
+    **Returns**: the FLOPs, an array of the broadcast shape.
+    """
     return 6.0 * np.asarray(active_params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
@@ -42,6 +48,11 @@ def perturbed_mixtures(reference: ArrayLike | Sequence[float], factor: float = 0
     proportionally so that the row sums to 1: 2n+1 rows (paper Appendix "Details of Datasets").
 
     Row order: reference, then (j up, j down) for j = 0..n-1.
+
+    **Arguments**:
+    - `reference`: the reference mixture [n]; `factor`: the relative perturbation (0.2: the paper's +-20%).
+
+    **Returns**: the mixtures [2n+1, n].
     """
     r = np.asarray(reference, dtype=float)
     if r.ndim != 1 or np.any(r < 0) or abs(r.sum() - 1) > 1e-9:
@@ -101,8 +112,14 @@ def allocate(
 ) -> np.ndarray:
     """Number of runs per size under a compute `budget` (same units as `cost_per_run`, e.g. FLOPs).
 
-    **Arguments**: `sizes` in increasing order; `cost_per_run` [S]; `max_per_size` (int or [S]) the mixtures
-    available at each size. **Returns**: int array [S]. See the module docstring for the priority orders.
+    See the module docstring for the priority orders.
+
+    **Arguments**:
+    - `strategy`: a name of `STRATEGIES`; `sizes`: the S sizes in increasing order.
+    - `cost_per_run`: [S], the cost of one run at each size; `budget`: the compute to spend.
+    - `max_per_size`: (int or [S]) the mixtures available at each size.
+
+    **Returns**: the number of runs at each size, an int array [S].
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {STRATEGIES}")
@@ -149,6 +166,12 @@ def sample_design(
 
     The allocation comes from `allocate` with each size's cost (the `cost` column, constant per size) and
     number of available rows; the rows at each size are then drawn uniformly without replacement with `key`.
+
+    **Arguments**:
+    - `strategy`: a name of `STRATEGIES`; `runs`: the candidate runs (not modified); `budget`: in `cost` units.
+    - `key`: draws the rows at each size; `size`, `cost`: the column names of the size and the cost.
+
+    **Returns**: a 0/1 int mask over the rows of `runs`.
     """
     for column in (size, cost):
         if column not in runs.columns:

@@ -50,6 +50,13 @@ def training_masks(
 
     Uniformly `n_points` rows per repeat, or, with a `strategy`, the runs `sample_design` picks under `budget`
     given each row's `cost` (e.g. FLOPs).
+
+    **Arguments**:
+    - `data`: the runs; `train_sizes`: the sizes whose rows may be chosen.
+    - `n_points`: rows per repeat (uniform draw); `repeats`: the number of masks; `key`: draws them.
+    - `strategy`, `budget`, `cost`: choose the runs by a sampling strategy under a budget instead.
+
+    **Returns**: 0/1 masks [repeats, P].
     """
     if data.size is None:
         raise ValueError("the extrapolation protocol needs model sizes: build MixtureData with `size`")
@@ -184,6 +191,15 @@ def extrapolation_error(
     All repeats are one multi-target fit over 0/1 weight masks (`training_masks`, or `masks` given). `law` is a
     law template (fitted on `data.inputs` with `restarts` and `options`) or a `DMLNested`. Returns a tidy frame
     (repeat, test_size, n_train, error, converged | n_skipped) with `metric` in "mape" (percent), "mae", "rmse".
+
+    **Arguments**:
+    - `law`: a law template or a `DMLNested`; `data`: the runs; `train_sizes`: the sizes to fit on;
+      `test_size`: the held-out size(s).
+    - `n_points`, `repeats`, `key`, `strategy`, `budget`, `cost`: how the training runs are chosen (see
+      `training_masks`); `masks`: explicit 0/1 masks [repeats, P] instead.
+    - `metric`: "mape", "mae" or "rmse"; `restarts`, `options`: of every fit.
+
+    **Returns**: the tidy frame above, one row per (repeat, test size).
     """
     if metric not in METRICS:
         raise ValueError(f"`metric` must be one of {METRICS}; got {metric!r}")
@@ -255,7 +271,13 @@ def compare_laws(
     """Every law on the same training masks for each n in `n_points` (a paired comparison); `restarts` and
     `options` as in `extrapolation_error`.
 
-    Returns a tidy frame (law, n_points, repeat, test_size, error, ...).
+    **Arguments**:
+    - `laws`: {name: law template or `DMLNested`}; `data`, `train_sizes`, `test_size`: as in
+      `extrapolation_error`.
+    - `n_points`: the training-set sizes to compare at; `repeats`, `key`: the masks (shared by every law).
+    - `metric`: "mape", "mae" or "rmse"; `progress`: print one line per law; `restarts`, `options`: of every fit.
+
+    **Returns**: a tidy frame (law, n_points, repeat, test_size, error, ...).
     """
     frames = []
     for n in n_points:
@@ -299,7 +321,13 @@ def select_domains(
 ) -> tuple[int, pd.DataFrame]:
     """Choose CAMEL's number of intrinsic domains k by held-out extrapolation error (the paper's ablation).
 
-    Returns (best k, tidy frame of errors per k).
+    **Arguments**:
+    - `k_values`: the numbers of domains to try; `data`, `train_sizes`, `test_size`: as in `extrapolation_error`.
+    - `n_points`, `repeats`, `key`: the training masks, shared by every k.
+    - `tied`, `capacity_exponent`, `size_scale`: the CAMEL template (`CAMEL.sample_init`'s structure).
+    - `metric`: "mape", "mae" or "rmse"; `restarts`, `options`: of every fit.
+
+    **Returns**: (the k with the lowest mean error, a tidy frame of errors per k).
     """
     laws = {
         f"k={k}": CAMEL.sample_init(
@@ -359,6 +387,11 @@ def heldout_benchmark_error(
     (paired), e.g. {"multi-loss": all_losses, "single-loss": ["loss_c4_val"]}. All splits and benchmarks of a loss
     set are one multi-target fit (each split a 0/1 weight mask). The fit is well-posed (see `LossToBenchmark`),
     so a few restarts suffice.
+
+    **Arguments**:
+    - `df`: the runs (not modified); `losses`: loss columns, or {name: columns}; `benchmarks`: accuracy columns.
+    - `key`: draws the splits and the starts; `n_splits`: the number of splits; `test_fraction`: held out in each.
+    - `restarts`: starts per fit; `monotone`: as for `fit_benchmarks`.
 
     **Returns**: a tidy frame with columns `losses` (the set's name), `split`, `benchmark`, `heldout_mae`,
     `n_test`.

@@ -24,31 +24,20 @@ from ._identify import Identifiability, identifiability
 from ._lbfgs import minimize
 from ._newton import polish
 from ._options import FitOptions, Status
+from ._residuals import residuals
 from .laws._base import count
-
-# Under log residuals, predictions below this fraction of the target continue the log linearly (see `residuals`).
-LOG_FLOOR = 1e-4
 
 
 def huber(residual: Array, delta: float) -> Array:
-    """Huber loss: r^2 / 2 for |r| <= delta, delta (|r| - delta / 2) beyond."""
+    """Huber loss: r^2 / 2 for |r| <= delta, delta (|r| - delta / 2) beyond.
+
+    **Arguments**:
+    - `residual`: residuals, any shape; `delta`: where the loss turns from quadratic to linear.
+
+    **Returns**: the loss of each residual, elementwise.
+    """
     a = jnp.abs(residual)
     return jnp.where(a <= delta, 0.5 * residual**2, delta * (a - 0.5 * delta))
-
-
-def residuals(prediction: Array, y: Array, log_residuals: bool) -> Array:
-    """`log pred - log y` (or `pred - y`).
-
-    A non-positive prediction has no log. Below `LOG_FLOOR * y` the log is continued by its tangent line, so the
-    residual stays finite and keeps pushing the prediction up, and gradients never see log(<= 0).
-    """
-    if not log_residuals:
-        return prediction - y
-    floor = LOG_FLOOR * y
-    above = prediction >= floor
-    log_part = jnp.log(jnp.where(above, prediction, floor)) - jnp.log(y)
-    linear_part = float(np.log(LOG_FLOOR)) + (prediction - floor) / floor  # a Python float stays weakly typed
-    return jnp.where(above, log_part, linear_part)
 
 
 def objective(
@@ -60,7 +49,14 @@ def objective(
 ) -> Array:
     """The fitting objective `sum_p w_p huber(res_p, delta)` (divided by `sum_p w_p` when `reduction="mean"`), plus
     `penalty(law)` if given (see `FitOptions`). Zero-weight points contribute exactly 0, whatever their target
-    (NaN included)."""
+    (NaN included).
+
+    **Arguments**:
+    - `law`: the law; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P]; `weights`: [P], >= 0.
+    - `options`: a `FitOptions` (`delta`, `log_residuals`, `reduction`, `penalty` are read).
+
+    **Returns**: the objective, a scalar array.
+    """
     mask = weights > 0
     y_safe = jnp.where(mask, y, 1.0)  # a NaN target at a masked point must not reach the gradient
     res = residuals(law(*inputs), y_safe, options.log_residuals)
@@ -358,10 +354,15 @@ def fit_arrays(
     numerical failure (see `FitResult.status`): `fit` adds the host-side checks with messages that name rows,
     the design warnings and `throw`.
 
-    **Arguments**: as `fit`'s (`law`, `inputs`, `y`, `weights`, `key`, `restarts`, `inits`); `options` must be a
-    `FitOptions`. With concrete data the law's units are set from the data first (`data_template`), as `fit`
-    does; under the caller's own `jit` (traced data) the template's units are used as given, so pass
-    `data_template(law, inputs, y)` built outside for a fit that does not depend on the data's units.
+    With concrete data the law's units are set from the data first (`data_template`), as `fit` does; under the
+    caller's own `jit` (traced data) the template's units are used as given, so pass `data_template(law, inputs, y)`
+    built outside for a fit that does not depend on the data's units.
+
+    **Arguments** (as `fit`'s):
+    - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
+    - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1.
+    - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead.
+    - `options`: a `FitOptions` (not None).
 
     **Returns**: a `FitResult`.
     """
@@ -381,8 +382,10 @@ def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
     conditioning of a fit are the same in any units. The law itself is returned when it declares no data units,
     or when the data are traced (inside a `jit`, where units must be static).
 
-    **Arguments**: `law`, a law (a structural template); `inputs`, the tuple passed as `law(*inputs)`; `y`, the
-    targets ([P] or [T, P]).
+    **Arguments**:
+    - `law`: a law (a structural template).
+    - `inputs`: the tuple passed as `law(*inputs)`.
+    - `y`: the targets ([P] or [T, P]).
 
     **Returns**: a law of the same class and structure but for its units (parameter values are not meaningful: it
     is a template for `sample_init`).

@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ._residuals import residuals  # the fit's own residuals
+
 
 class Identifiability(eqx.Module):
     """What the data determine about one fitted law (see the module docstring).
@@ -60,8 +62,6 @@ def _derivatives(law, inputs, y, weights, log_residuals: bool, positive: tuple[b
     """The residuals' Jacobian [P, d], the natural parameters' Jacobian [m, d] (logs of the positive ones) in
     the unconstrained coordinates, and the residuals [P] (zero where the weight is zero). Compiled once per
     law structure."""
-    from ._fit import residuals  # the fit's own residuals, so that the two never disagree
-
     params, static = eqx.partition(law, eqx.is_array)
     x, unravel = ravel_pytree(params)
     used = jnp.asarray(weights) > 0

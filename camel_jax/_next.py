@@ -34,6 +34,12 @@ def variance_reduction(q: ArrayLike, F: ArrayLike, noise: ArrayLike) -> np.ndarr
     Kalman update: Evensen 2003; as a rule for choosing experiments, expected variance reduction: Cohn, Ghahramani
     & Jordan 1996). It is 0 where the members agree on the outcome (a run already measured without noise) and
     Var(q) for a noiseless run of q itself; never more.
+
+    **Arguments**:
+    - `q`: the decision quantity in each member [B]; `F`: the candidates' outcomes [B, C].
+    - `noise`: the sd of one measured outcome, a scalar or [C].
+
+    **Returns**: the score of each candidate [C], in the squared units of q.
     """
     return _scores(*_joint(q, F, noise))
 
@@ -172,6 +178,7 @@ def next_runs(
       residual).
     - `candidates`: runs not yet trained: `mixture` columns (default: every `r_*` column), `size` and `cost`
       (FLOPs, > 0) columns. Not modified.
+    - `target_size`: the model size the decision is for.
     - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `replace`: whether a candidate may be
       chosen again (a replicate with fresh noise; False when each row can be trained once); `key`: the
       optimizer's starts.

@@ -142,7 +142,13 @@ def _mixture_of(p: np.ndarray, r_cand: np.ndarray, mixture: list[str]) -> dict[s
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Rank correlation of two vectors over the entries finite in both (average ranks for ties); NaN if fewer
-    than 2 such entries or a constant one."""
+    than 2 such entries or a constant one.
+
+    **Arguments**:
+    - `a`, `b`: vectors of the same length.
+
+    **Returns**: the Spearman correlation, a float in [-1, 1] or NaN.
+    """
     a, b = np.asarray(a, float), np.asarray(b, float)
     keep = np.isfinite(a) & np.isfinite(b)
     if keep.sum() < 2:

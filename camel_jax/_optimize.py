@@ -25,6 +25,11 @@ def project_capped_simplex(v: Float[Array, " n"], lower: Float[Array, " n"], upp
     s(tau) = sum clip(v - tau, lower, upper) is decreasing and linear between the 2n breakpoints v - upper and
     v - lower, so tau is found exactly (at any scale of v) by evaluating s at the breakpoints and interpolating
     linearly on the segment where it crosses 1. The clip makes the bounds hold exactly.
+
+    **Arguments**:
+    - `v`: the point to project [n]; `lower`, `upper`: the bounds [n] (sum lower <= 1 <= sum upper).
+
+    **Returns**: the projection r [n].
     """
     breaks = jnp.sort(jnp.concatenate([v - upper, v - lower]))
     sums = jax.vmap(lambda tau: jnp.sum(jnp.clip(v - tau, lower, upper)))(breaks)  # decreasing
@@ -256,6 +261,7 @@ def optimal_mixture(
       `PipelineFit` (its batched `pipelines` when it has resamples, with its `calibration`; else its `pipeline`).
     - `n_datasets`: n. `key`: draws the `restarts` (vmapped) initial softmax logits.
     - `adam_steps`: Adam steps on the softmax parameterization; `polish_steps`: projected-gradient steps after it.
+    - `learning_rate`: Adam's step size on the softmax logits.
     - `lower`, `upper`: per-dataset bounds (e.g. data availability: tokens available x allowed epochs / total
       tokens); `reference`, `max_shift`: a trust region r_j in ref_j (1 +- max_shift) (the paper's +-20% design).
       Infeasible bounds raise `ValueError` before any compute. Bounds hold exactly in the result.

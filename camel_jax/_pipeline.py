@@ -9,6 +9,7 @@ import functools
 import operator
 import warnings
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
@@ -17,17 +18,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._bootstrap import resample_weights
 from ._calibrate import Calibration, calibrate, warm_starts
 from ._fit import FitResult, fit, resolve_options
 from ._options import FitOptions
+from ._resample import resample_weights
 from .laws import LossToBenchmark
 
 if TYPE_CHECKING:  # the data layer imports pandas; the core only reads MixtureData's arrays
     from ._io import MixtureData
 
 # Paper Appendix "Details of Benchmark Weights", Table benchmark-weights (exactly).
-OBJECTIVES: dict[str, dict[str, float]] = {
+_OBJECTIVES: dict[str, dict[str, float]] = {
     "balanced": {
         "mmlu": 0.20,
         "arc_c": 0.10,
@@ -49,6 +50,10 @@ OBJECTIVES: dict[str, dict[str, float]] = {
         "ceval": 0.22,
     },
 }
+OBJECTIVES: Mapping[str, Mapping[str, float]] = MappingProxyType(
+    {name: MappingProxyType(weights) for name, weights in _OBJECTIVES.items()}
+)
+"""The paper's four objectives as benchmark weights {objective: {benchmark: w_b}}; read-only (copy with `dict`)."""
 
 
 class Pipeline(eqx.Module):
@@ -160,7 +165,16 @@ def fit_benchmark_laws(
 
     Validation losses are strongly collinear: by default (`monotone=True`) the law is fitted with k >= 0 and
     0 <= A <= 1 (see `LossToBenchmark`), which makes the fit well-posed. `options` default to
-    `BENCHMARK_OPTIONS` (plain residuals, delta=1.0, max_steps=5000)."""
+    `BENCHMARK_OPTIONS` (plain residuals, delta=1.0, max_steps=5000).
+
+    **Arguments**:
+    - `L`: validation losses [P, V]; `Y`: accuracies [T, P], one row per benchmark.
+    - `weights`: [P] or [T, P] per-point weights (e.g. a train mask).
+    - `names`: T names that key the result; `key`: draws the `restarts` random starts.
+    - `monotone`: fit with k >= 0 and 0 <= A <= 1; `options`: default `BENCHMARK_OPTIONS`.
+
+    **Returns**: a `BenchmarkFits`.
+    """
     options = _plain_residuals(options, BENCHMARK_OPTIONS, "accuracies")
     L, Y = jnp.asarray(L), jnp.asarray(Y)
     if len(names) != Y.shape[0]:
@@ -225,6 +239,18 @@ def fit_pipeline(
       (`calibrate`: 2 folds, holding out the largest and the two largest sizes, or 1 fold for 3 sizes; skipped
       with a warning for fewer), kept in `calibration` for `decide`, `objective_draws` and
       `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each.
+
+    **Arguments**:
+    - `data`: the training runs as a `MixtureData` (its `y` is not used); `benchmarks`: `fit_benchmarks` on the
+      same rows.
+    - `objective`: the benchmark weights {benchmark: w_b} (e.g. `OBJECTIVES["balanced"]`).
+    - `law`: the mixture-law template (e.g. a tied CAMEL); `key`: draws the starts and the resamples;
+      `restarts`: random starts of the point fits.
+    - `n_resamples`: B bootstrap resamples (0: the point pipeline only); `groups`, `strata`: as for `bootstrap`.
+    - `options`: of the proxy-loss fits (default `PROXY_OPTIONS`); `two_stage`, `calibrate`: see above.
+
+    **Returns**: a `PipelineFit`: the point `pipeline`, the batched `pipelines` (with resamples), the fits, the
+    `calibration` and the `objective_noise`.
     """
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
     names, Y = _proxy_targets(benchmarks, objective, data.n_points)

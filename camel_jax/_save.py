@@ -148,11 +148,18 @@ def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None) -> Path:
     """Save a FitResult, BootstrapResult, Pipeline or PipelineFit to `path` (a `.npz` file; the suffix is added
     if missing).
 
-    Returns the path written. `load(path)` gives back an equal object (exact round trip). A `PipelineFit` (what
-    `fit_pipeline` returns) keeps everything its verdict uses: the resampled pipelines, the calibration of the
-    extrapolation error, the objective's noise and the trained mixtures, so `camel-jax optimize` on the file
-    gives the same verdict as `optimal_mixture` on the object. A law class camel-jax does not ship must be named
-    in `laws` (here and in `load`).
+    `load(path)` gives back an equal object (exact round trip). A `PipelineFit` (what `fit_pipeline` returns)
+    keeps everything its verdict uses: the resampled pipelines, the calibration of the extrapolation error, the
+    objective's noise and the trained mixtures, so `camel-jax optimize` on the file gives the same verdict as
+    `optimal_mixture` on the object. The write is atomic.
+
+    **Arguments**:
+    - `obj`: the `FitResult`, `BootstrapResult`, `Pipeline` or `PipelineFit` to save.
+    - `path`: the file to write (`.npz` is appended when missing).
+    - `laws`: law classes camel-jax does not ship that `obj` holds (a sequence of classes, or {name: class});
+      pass the same to `load`.
+
+    **Returns**: the `Path` written.
     """
     path = Path(path)
     if path.suffix != ".npz":
@@ -449,6 +456,14 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     structure value is bounded, and every array's dtype and shape is checked against the structure before the
     object is built; law parameters must be finite. Anything else, and a newer format version, is a `ValueError`
     naming the problem; a missing file is `FileNotFoundError`.
+
+    **Arguments**:
+    - `path`: a file `save` wrote.
+    - `laws`: law classes beyond the shipped ones that the file may name (a sequence of classes, or {name in the
+      file: class}); nothing else is ever imported.
+
+    **Returns**: the saved object (`FitResult`, `BootstrapResult`, `Pipeline` or `PipelineFit`), equal to the one
+    saved.
     """
     path = Path(path)
     if not path.exists() and path.with_suffix(path.suffix + ".npz").exists():

@@ -73,6 +73,7 @@ def select_law(
       SODM with tokens) is fitted on `(r, size, tokens)`; the others on `(r, size)`.
     - `data`: the runs, with sizes (and tokens where a candidate takes them).
     - `holdout`: `"largest_size"` (default) or the sizes to hold out; the law is fitted on every smaller size.
+    - `key`: draws every fit's starts.
     - `metric`: "mape" (percent), "mae" or "rmse"; `restarts`, `options`: of every fit.
 
     **Returns**: (the winner's name, a frame with `SELECT_COLUMNS`): one row per (law, held-out size), `rank` 1 for

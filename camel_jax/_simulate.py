@@ -14,7 +14,7 @@ C_b + A_b sigmoid(-(k_b . L + B_b)) of the validation losses L (the loss-to-benc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -163,11 +163,11 @@ class World(eqx.Module):
             return jnp.ones(r.shape[0], r.dtype)
         return jnp.exp(r @ self.noise_log_scale)
 
-    def objective(self, r: Float[Array, " n"], size: float | Array, weights: dict[str, float]) -> Array:
+    def objective(self, r: Float[Array, " n"], size: float | Array, weights: Mapping[str, float]) -> Array:
         """True weighted benchmark accuracy sum_b w_b Acc_b(r, M) of one mixture."""
         return self.true_objective(size, weights)(r)
 
-    def true_objective(self, size: float | Array, weights: dict[str, float]) -> TrueObjective:
+    def true_objective(self, size: float | Array, weights: Mapping[str, float]) -> TrueObjective:
         """The true objective at one size as a callable module: `optimal_mixture(world.true_objective(20.0, w),
         5, key=key)` gives the true optimal mixture, and a new size reuses the compiled program."""
         w = jnp.asarray([float(weights.get(b, 0.0)) for b in self.benchmarks])
@@ -273,6 +273,7 @@ SPECIALIZATION = np.array(
         [0.05, 0.70, 0.00, 0.05, 0.20],  # ceval
     ]
 )
+SPECIALIZATION.flags.writeable = False  # an exported constant: read-only, as every other one
 
 
 def default_world(key: Array, *, n_domains: int = 3, n_validation: int = 4, capacity_exponent: float = 3.0) -> World:

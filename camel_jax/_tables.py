@@ -48,6 +48,15 @@ def fit_benchmarks(
     on gadre2024 two keys give the same objective and held-out predictions to 1e-6. `weights` [P] (e.g. a 0/1
     train mask) apply to every benchmark. `names` (default: the benchmark columns) key the laws and the proxy
     losses, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
+
+    **Arguments**:
+    - `df`: the runs table (not modified); `losses`: its validation-loss columns; `benchmarks`: its accuracy
+      columns, one law each.
+    - `key`: draws the `restarts` random starts of every law; `names`: the laws' keys (default: `benchmarks`).
+    - `weights`: [P] per-row weights (e.g. a 0/1 train mask), applied to every benchmark.
+    - `monotone`: fit with k >= 0 and 0 <= A <= 1 (see `LossToBenchmark`); `options`: default `BENCHMARK_OPTIONS`.
+
+    **Returns**: a `BenchmarkFits` (the fitted law of every benchmark, keyed by `names`, and the loss columns).
     """
     names = list(benchmarks) if names is None else list(names)
     if len(names) != len(benchmarks):
@@ -69,7 +78,16 @@ def mixture_path(
 ) -> pd.DataFrame:
     """The optimal mixture as a function of model size (paper Figure "Optimal mixture weights across model
     sizes"), as a tidy frame with columns size, dataset, weight (and low, high across resamples for a batched
-    pipeline without `robust`). `ascent` are `optimal_mixture`'s keywords (bounds, restarts, robust, ...)."""
+    pipeline without `robust`).
+
+    **Arguments**:
+    - `pipeline`: a `Pipeline` (point or batched over resamples); `sizes`: the model sizes.
+    - `key`: the ascent's random starts; `datasets`: names of the mixture components (default `r0`, `r1`, ...).
+    - `level`: the band's coverage for a batched pipeline.
+    - `ascent`: `optimal_mixture`'s keywords (bounds, restarts, robust, ...).
+
+    **Returns**: a tidy `DataFrame`, one row per (size, dataset).
+    """
     n = pipeline.n_datasets
     names = datasets or [f"r{j}" for j in range(n)]
     rows = []

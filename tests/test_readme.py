@@ -1,4 +1,4 @@
-"""The README's code examples run (with fewer resamples, to keep CI short)."""
+"""The README's and the getting-started page's code examples run (with fewer resamples, to keep CI short)."""
 
 import re
 from pathlib import Path
@@ -9,10 +9,21 @@ import pandas as pd
 from helpers import known_tied_camel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+GETTING_STARTED = README.parent / "docs" / "index.md"
 
 
 def python_blocks():
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """The README's example, then the getting-started page's examples that the README does not repeat."""
+    readme = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    guide = re.findall(r"```python\n(.*?)```", GETTING_STARTED.read_text(), flags=re.S)
+    return readme + [block for block in guide if block not in readme]
+
+
+def test_readme_is_short_and_links_only_to_what_exists():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links and all((README.parent / link).exists() for link in links if "://" not in link), links
 
 
 def test_readme_opens_with_the_two_commands():

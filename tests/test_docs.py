@@ -1,0 +1,107 @@
+"""The API reference is complete: every name in `camel_jax.__all__` has an entry in docs/api/*.md, and every public
+callable's docstring has **Arguments** (naming exactly its parameters) and **Returns** sections."""
+
+import inspect
+import operator
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import camel_jax as cj
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "api"
+# a list item naming parameters: "- `name`: ..." or "- `low`, `high`: ..."
+ITEM = re.compile(r"^\s*- ((?:`\w+`(?:, | and | or )?)+)(?: \([^)]*\))?:", re.M)
+
+
+def _entries() -> set[str]:
+    text = "\n".join(p.read_text() for p in DOCS.glob("*.md"))
+    return set(re.findall(r"^::: camel_jax\.([\w.]+)", text, re.M))
+
+
+def _callables() -> list[tuple[str, object]]:
+    out = []
+    for name in cj.__all__:
+        obj = getattr(cj, name)
+        if inspect.isfunction(obj) or (callable(obj) and not inspect.isclass(obj) and not inspect.ismodule(obj)):
+            out.append((name, obj))
+    return out
+
+
+def _parameters(obj) -> list[str]:
+    signature = inspect.signature(obj)
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != "self"
+    ]
+
+
+def _section(doc: str, title: str) -> str:
+    """The text of a `**Title**` section, up to the next bold section heading."""
+    match = re.search(rf"^\*\*{title}\*\*.*?(?=^\*\*\w+\*\*|\Z)", doc, re.M | re.S)
+    return match.group(0) if match else ""
+
+
+def test_every_public_name_has_an_api_entry():
+    entries = _entries()
+    missing = sorted(set(cj.__all__) - {e.split(".")[0] for e in entries})  # a namespace: entries of its members
+    assert not missing, f"no `::: camel_jax.NAME` entry in docs/api/*.md for {missing}"
+    unknown = sorted(e for e in entries if e.split(".")[0] not in [*cj.__all__, "plot"])
+    assert not unknown, f"docs/api/*.md documents names camel_jax does not export: {unknown}"
+
+
+def test_all_is_the_public_surface():
+    assert len(cj.__all__) == len(set(cj.__all__))
+    assert all(hasattr(cj, name) for name in cj.__all__)
+    public = {n for n in vars(cj) if not n.startswith("_") and not inspect.ismodule(getattr(cj, n))}
+    assert sorted(public - set(cj.__all__)) == [], "exported but not in __all__"
+
+
+@pytest.mark.parametrize("name, obj", _callables(), ids=[n for n, _ in _callables()])
+def test_docstring_documents_every_parameter(name, obj):
+    doc = inspect.getdoc(obj) or ""
+    assert doc and not doc.startswith(("Arguments as", "Like ")), f"{name} has no docstring of its own"
+    arguments, returns = _section(doc, "Arguments"), _section(doc, "Returns")
+    assert returns, f"{name}: no **Returns** section"
+    parameters = _parameters(obj)
+    if parameters:
+        assert arguments, f"{name}: no **Arguments** section"
+    named = {n for group in ITEM.findall(arguments) for n in re.findall(r"`(\w+)`", group)}
+    missing = [p for p in parameters if f"`{p}`" not in arguments]
+    assert not missing, f"{name}: **Arguments** does not document {missing}"
+    unknown = sorted(named - set(inspect.signature(obj).parameters))  # `**ascent` may be documented
+    assert not unknown, f"{name}: **Arguments** documents {unknown}, which are not parameters"
+
+
+def _mutable(value) -> bool:
+    """Whether a caller could change the constant in place (nested mappings and sequences included)."""
+    if isinstance(value, (dict, list, set, bytearray)):
+        return True
+    if isinstance(value, np.ndarray):
+        return bool(value.flags.writeable)
+    if isinstance(value, Mapping):
+        return any(_mutable(v) for v in value.values())
+    if isinstance(value, tuple):
+        return any(_mutable(v) for v in value)
+    return False
+
+
+def test_exported_constants_are_read_only():
+    constants = {f"cj.{n}": getattr(cj, n) for n in cj.__all__ if n.isupper() and not inspect.isclass(getattr(cj, n))}
+    constants |= {f"simulate.{n}": getattr(cj.simulate, n) for n in dir(cj.simulate) if n.isupper()}
+    assert {"cj.OBJECTIVES", "cj.ADAPTIVE", "simulate.SPECIALIZATION"} <= set(constants)
+    assert [name for name, value in constants.items() if _mutable(value)] == []
+    with pytest.raises(TypeError):
+        operator.setitem(cj.OBJECTIVES["balanced"], "mmlu", 1.0)
+
+
+def test_fit_arrays_is_a_plain_function_with_its_own_docstring():
+    import pydoc
+
+    assert inspect.isfunction(cj.fit_arrays) and "restarts" in inspect.signature(cj.fit_arrays).parameters
+    page = pydoc.render_doc(cj.fit_arrays)
+    assert "_JitWrapper" not in page and "**Returns**" in page
