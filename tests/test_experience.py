@@ -267,12 +267,8 @@ def test_every_plot_renders_a_nontrivial_png(tmp_path):
         assert rendered(fig, tmp_path / f"{name}.png"), name
 
 
-def test_demo_runs_offline_and_beats_the_reference(tmp_path):
-    numbers = cj._demo.run_demo(seed=0, out=str(tmp_path), quick=True) if hasattr(cj, "_demo") else None
-    if numbers is None:
-        from camel_jax._demo import run_demo
-
-        numbers = run_demo(seed=0, out=str(tmp_path), quick=True)
+def test_demo_runs_offline_and_beats_the_reference(demo_quick):
+    tmp_path, numbers = demo_quick  # conftest.py: one quick demo per session, shared with test_demo_figures.py
     assert numbers["scores"]["predicted"] > numbers["scores"]["reference"]
     assert numbers["captured"] > 0.5
     assert max(numbers["benchmark_mae"].values()) < 0.01
