@@ -90,7 +90,7 @@ def run_demo(seed: int = 0, out: str = "camel-demo", quick: bool = False) -> dic
     pick, band = _decision_stage(stages, setup, fitted, key, numbers)
     figures = _figures(setup, fits, fitted, pick, band, key, numbers)
     stages.done("figures", f"{len(figures)} written to {out_dir}")
-    figures |= _gadre_stage(stages, key, seed, numbers, n_splits=0 if quick else 10)
+    figures |= _gadre_stage(stages, key, seed, numbers, n_splits=0 if quick else 5)
     for name, fig in figures.items():
         plot.save_figure(fig, str(out_dir / name))
     summary = _report(setup, numbers)
@@ -212,10 +212,10 @@ def _mixture_stage(
         "mixture laws",
         f"tied CAMEL (k=3) on {len(fitted.pipeline.loss_laws)} proxy losses, then the objective: rms error on the "
         f"training runs {100 * rms:.2f} points, held out at M={HELD_OUT:g} {100 * error:.2f}; "
-        + _convergence(fitted.loss_fit, "proxy losses"),
+        + _convergence(fitted.loss_fit, "proxy losses")
+        + f";\n{'':24s}uncertainty: {n_resamples} bootstrap resamples of whole runs (both stages refitted)"
+        + ("; the extrapolation error calibrated on 2 held-out folds" if fitted.calibration is not None else ""),
     )
-    calibration = "extrapolation error measured on 2 held-out folds" if fitted.calibration is not None else "none"
-    stages.done("uncertainty", f"{n_resamples} resamples of whole runs, both stages refitted; {calibration}")
     return fitted
 
 
