@@ -3,6 +3,7 @@ import shutil
 import tempfile
 
 import jax
+import pytest
 
 # The command line's persistent compilation cache stays off in tests that call it in-process (one test turns it
 # on in a subprocess): a test run must not write to the user's cache folder.
@@ -27,3 +28,12 @@ def pytest_unconfigure(config):
     """The process that made the run's cache folder removes it."""
     if _OWNED is not None:
         shutil.rmtree(_OWNED, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def demo_quick(tmp_path_factory):
+    """`camel-jax demo --quick`, run once per session: (its output folder, the numbers it returns)."""
+    from camel_jax._demo import run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    return out, run_demo(seed=0, out=str(out), quick=True)
