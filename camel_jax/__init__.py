@@ -33,6 +33,11 @@ from ._fit import fit as fit
 from ._fit import fit_arrays as fit_arrays
 from ._fit import huber as huber
 from ._fit import objective as objective
+from ._implicit import DerivativeStatus as DerivativeStatus
+from ._implicit import implicit_solution as implicit_solution
+from ._influence import Influence as Influence
+from ._influence import fit_derivative_status as fit_derivative_status
+from ._influence import influence as influence
 from ._io import BenchmarkData as BenchmarkData
 from ._io import MixtureData as MixtureData
 from ._next import NEXT_COLUMNS as NEXT_COLUMNS

@@ -206,7 +206,22 @@ class Lanes(eqx.Module):
         return jnp.isfinite(self.objectives) & (self.status != Status.NONFINITE)
 
 
+# --- issue 32: implicit derivatives of a fit (the one hook; re-apply after reworking the solver) ---------------
 def _solve_one_target(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
+    """Optimize R starts (a batched law) on one target, then polish the best; derivatives by the implicit function
+    theorem at each start's optimum (`_implicit`), never through the solver's loops, which see constants."""
+    from ._implicit import differentiable_lanes
+
+    params, structure = eqx.partition(starts, eqx.is_array)
+    constant = jax.lax.stop_gradient((params, inputs, y, w))
+    solved = _solve_lanes(eqx.combine(constant[0], structure), *constant[1:], options)
+    return differentiable_lanes(solved, inputs, y, w, options)
+
+
+# --- end of the issue 32 hook ----------------------------------------------------------------------------------
+
+
+def _solve_lanes(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
     """Optimize R starts (a batched law) on one target, then polish the best."""
     params, static = eqx.partition(starts, eqx.is_array)
     _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0], params))
