@@ -331,6 +331,10 @@ def fit_arrays(
     target under log residuals) by `eqx.error_if` when run. It issues no warnings and never raises for a
     numerical failure (see `FitResult.status`): `fit` adds the host-side checks with messages that name rows,
     the design warnings and `throw`. Arguments as `fit`'s; `options` must be a `FitOptions`.
+
+    Differentiable (`jax.grad`, `jax.jvp`, under `jit` and `vmap`) in `y`, `weights` and `inputs`: every start's
+    parameters by the implicit function theorem at its optimum, the objectives by the envelope theorem; NaN
+    where no derivative exists (see `camel_jax._implicit`, `fit_derivative_status`).
     """
     return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=True)
 

@@ -208,7 +208,7 @@ def _influence(law, inputs, y, weights, points, converged, options) -> dict[str,
     # first-order change by 1 - h_p. A run with h_p near 1 alone determines a direction: NaN.
     fitted_residuals = jax.jacfwd(lambda z: residuals(eqx.combine(unravel(z), static)(*inputs), safe_y, log_res))(x)
     r = residuals(law(*inputs), safe_y, log_res)
-    share = weights * (jnp.abs(r) <= options.delta) * (weights > 0)
+    share = jnp.where((jnp.abs(r) <= options.delta) & (weights > 0), weights, 0.0)
     if options.reduction == "mean":
         share = share / jnp.sum(weights)
     leverage = share * jnp.einsum("pi,ij,pj->p", fitted_residuals, inverse, fitted_residuals)
