@@ -132,15 +132,14 @@ def fit_derivative_status(result: FitResult, options: FitOptions | None = None) 
     result's residuals)."""
     law, converged = _best_start(result)
     options = FitOptions(log_residuals=result.log_residuals) if options is None else options
+    return DerivativeStatus(int(_status_of(law, result.inputs, result.y, result.weights, converged, options)))
+
+
+@eqx.filter_jit
+def _status_of(law, inputs, y, weights, converged, options) -> Array:
     x, unravel, static, loss = _loss(law, options)
-    code = derivative_status(
-        loss,
-        x,
-        (result.inputs, result.y, result.weights),
-        converged=converged,
-        quantity=lambda z: _natural(eqx.combine(unravel(z), static)),
-    )
-    return DerivativeStatus(int(code))
+    quantity = lambda z: _natural(eqx.combine(unravel(z), static))  # noqa: E731
+    return derivative_status(loss, x, (inputs, y, weights), converged=converged, quantity=quantity)
 
 
 def influence(
@@ -167,7 +166,7 @@ def influence(
     points = None if at is None else tuple(jnp.asarray(a) for a in at)
     names = tuple(n for name, v in law.params().items() for n in element_names(name, v))
     if points is not None:
-        n_points = int(jnp.shape(law(*points))[0])
+        n_points = int(jax.eval_shape(law, *points).shape[0])
         names = names + tuple(f"prediction[{j}]" for j in range(n_points))
     status = fit_derivative_status(result, options)
     out = _influence(law, result.inputs, result.y, result.weights, points, converged, options)
