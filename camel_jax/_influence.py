@@ -16,7 +16,9 @@ implicit function theorem (see `_implicit`):
 - the infinitesimal-jackknife covariance: a bootstrap multiplies the weights by multinomial counts, whose
   covariance is `I - 11^T/P`; to first order the covariance of q is then `sum_p a_p a_p^T - P abar abar^T`
   with `a_p = w_p dq/dw_p`, which is the sandwich `H^{-1} (sum_p g_p g_p^T) H^{-1}` (g_p the run's gradient)
-  at an unpenalized optimum. A fast first look; the bootstrap (`camel_jax.bootstrap`) is the careful one.
+  at an unpenalized optimum. A fast first look; the bootstrap (`camel_jax.bootstrap`) is the careful one. On a
+  simulated Chinchilla design with 80 runs and 0.5% noise it is 5-8% below a 1,000-resample bootstrap's standard
+  deviations; with 30 runs and 1% noise, 13-31% below (the fit bends over the bootstrap's spread).
 
 The Hessian of a Huber objective only counts points inside the Huber band (|residual| <= delta): with the
 default `delta=1e-3` and noise of a percent the fit is close to least absolute deviations, set by a few runs near

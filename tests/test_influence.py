@@ -32,6 +32,16 @@ def fitted():
     return law, inputs, y, result, cj.influence(result, AT, options=OPTIONS)
 
 
+@pytest.fixture(scope="module")
+def well_posed():
+    """80 runs, 0.5% noise: the regime where first-order standard errors are meant to hold. (At 30 runs and 1%
+    noise the bootstrap's spread is 15-30% wider than the jackknife's: the fit is visibly nonlinear there.)"""
+    law, inputs, y = simulate(2, P=80, noise=0.005)
+    result = cj.fit_arrays(law, inputs, y, key=KEY, restarts=16, options=OPTIONS)
+    assert cj.Status(int(result.best_status)).is_converged
+    return law, inputs, y, result, cj.influence(result, AT, options=OPTIONS)
+
+
 def test_leave_one_out_matches_exact_refits(fitted):
     law, inputs, y, result, influence = fitted
     P = y.shape[0]
@@ -106,14 +116,14 @@ def _compare_with_bootstrap(fitted, n_resamples, margin):
         assert abs(se - boot_se[name]) <= margin * boot_se[name], (name, se, boot_se[name])
 
 
-def test_jackknife_standard_errors_near_the_bootstrap(fitted):
-    # 200 resamples estimate a standard deviation to ~5%: 30% leaves room for that and the first-order error.
-    _compare_with_bootstrap(fitted, 200, 0.3)
+def test_jackknife_standard_errors_near_the_bootstrap(well_posed):
+    # 200 resamples estimate a standard deviation to ~5%; measured at 1,000 the jackknife is 5-8% below.
+    _compare_with_bootstrap(well_posed, 200, 0.25)
 
 
 @pytest.mark.slow
-def test_jackknife_standard_errors_within_25_percent_of_1000_resamples(fitted):
-    _compare_with_bootstrap(fitted, 1000, 0.25)
+def test_jackknife_standard_errors_within_25_percent_of_1000_resamples(well_posed):
+    _compare_with_bootstrap(well_posed, 1000, 0.25)
 
 
 def test_not_converged_fit_has_nan_influence(fitted):
