@@ -72,8 +72,8 @@ MUTATIONS = [
     Mutation(
         "camel-data-tied-alpha-wrong",
         "camel_jax/laws/_camel_data.py",
-        "            return tied_alpha(self.beta, self.capacity_exponent)\n",
-        "            return self.beta / self.capacity_exponent\n",
+        "            return 1.0 / (self.capacity_exponent + self.beta)\n",
+        "            return 1.0 / self.capacity_exponent\n",
         ("tests/test_laws.py::test_matches_numpy_reference",),
     ),
     Mutation(
@@ -119,15 +119,15 @@ MUTATIONS = [
     Mutation(
         "camel-profiles-softmax-over-datasets",
         "camel_jax/laws/_camel.py",
-        "return jax.nn.softmax(self.t_logits, axis=-2)",
-        "return jax.nn.softmax(self.t_logits, axis=-1)",
+        "return simplex_from_roots(self.t_roots, axis=-2)",
+        "return simplex_from_roots(self.t_roots, axis=-1)",
         ("tests/test_laws.py::test_matches_numpy_reference",),
     ),
     Mutation(
         "tied-alpha-drops-denominator",
         "camel_jax/laws/_camel.py",
-        "    return a / (1.0 + a)\n",
-        "    return a\n",
+        "            return 1.0 / (self.capacity_exponent + self.beta)\n",
+        "            return 1.0 / (self.capacity_exponent + 0.0 * self.beta)\n",
         ("tests/test_laws.py::test_matches_numpy_reference",),
     ),
     Mutation(

@@ -28,11 +28,16 @@ from ._evaluate import heldout_benchmark_error as heldout_benchmark_error
 from ._evaluate import select_domains as select_domains
 from ._evaluate import training_masks as training_masks
 from ._fit import FitResult as FitResult
+from ._fit import data_template as data_template
 from ._fit import fit as fit
+from ._fit import fit_arrays as fit_arrays
 from ._fit import huber as huber
 from ._fit import objective as objective
-from ._fit import data_template as data_template
-from ._fit import fit_arrays as fit_arrays
+from ._implicit import DerivativeStatus as DerivativeStatus
+from ._implicit import implicit_solution as implicit_solution
+from ._influence import Influence as Influence
+from ._influence import fit_derivative_status as fit_derivative_status
+from ._influence import influence as influence
 from ._io import BenchmarkData as BenchmarkData
 from ._io import MixtureData as MixtureData
 from ._next import NEXT_COLUMNS as NEXT_COLUMNS
@@ -94,6 +99,11 @@ __all__ = [
     "fit",
     "fit_arrays",
     "data_template",
+    "implicit_solution",
+    "DerivativeStatus",
+    "fit_derivative_status",
+    "influence",
+    "Influence",
     "FitResult",
     "FitOptions",
     "Status",

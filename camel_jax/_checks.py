@@ -63,8 +63,14 @@ def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
 
 
 def check_inits(law: Any, inits: Any) -> None:
-    """Starts must be laws of the template's class and structure (only leading batch axes may differ)."""
-    if type(inits) is not type(law) or inits.structure() != law.structure():
+    """Starts must be laws of the template's class and structure (only leading batch axes may differ, and the units
+    a fit sets from the data, `AbstractLaw.UNITS`: warm starts from a fit carry that fit's units)."""
+    units = set(getattr(law, "UNITS", ()))
+
+    def shape_of(candidate: Any) -> dict:
+        return {k: v for k, v in candidate.structure().items() if k not in units}
+
+    if type(inits) is not type(law) or shape_of(inits) != shape_of(law):
         raise ValueError(
             f"`inits` must be laws of the same class and structure as `law` ({type(law).__name__} "
             f"{law.structure()}); got {type(inits).__name__} "

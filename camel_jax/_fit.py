@@ -21,6 +21,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from ._checks import check_inits, check_inputs, check_law_inputs, check_targets, warn_design
 from ._identify import Identifiability, identifiability
+from ._implicit import implicit_solution
 from ._lbfgs import minimize
 from ._newton import polish
 from ._options import FitOptions, Status
@@ -242,7 +243,45 @@ class Lanes(eqx.Module):
         return jnp.isfinite(self.objectives) & (self.status != Status.NONFINITE)
 
 
+# --- issue 32: implicit derivatives of a fit (the one hook; re-apply after reworking the solver) ---------------
 def _solve_one_target(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
+    """Optimize R starts (a batched law) on one target: L-BFGS from each start, then a damped-Newton finish of
+    every start; derivatives by the implicit function theorem at each start's optimum (`_implicit`), never through
+    the solver's loops, which see constants."""
+    params, structure = eqx.partition(starts, eqx.is_array)
+    constant = jax.lax.stop_gradient((params, inputs, y, w))
+    solved = _solve_lanes(eqx.combine(constant[0], structure), *constant[1:], options)
+    return differentiable_lanes(solved, inputs, y, w, options)
+
+
+# --- end of the issue 32 hook ----------------------------------------------------------------------------------
+
+
+def differentiable_lanes(lanes: Any, inputs: tuple[Array, ...], y: Array, weights: Array, options: Any) -> Any:
+    """A fit's lanes (`_fit.Lanes`, solved on constant data) with every start's parameters and objective made
+    differentiable in `inputs`, `y` and `weights`: parameters by `implicit_solution` at the start's optimum (NaN
+    for a start that did not converge), objectives by the envelope theorem (`df*/d data = df/d data` at x*).
+    The values are unchanged."""
+    params, static = eqx.partition(lanes.laws, eqx.is_array)
+    _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0], params))
+    flat = jax.vmap(lambda p: ravel_pytree(p)[0])(params)
+    data = (inputs, y, weights)
+
+    def loss(x: Array, data: Any) -> Array:
+        inputs, y, weights = data
+        return objective(eqx.combine(unravel(x), static), inputs, y, weights, options)
+
+    def one(x: Array, value: Array, converged: Array) -> tuple[Array, Array]:
+        x = implicit_solution(loss, x, data, converged=converged)
+        recomputed = loss(x, data)
+        return x, value + (recomputed - jax.lax.stop_gradient(recomputed))
+
+    flat, values = jax.vmap(one)(flat, lanes.objectives, lanes.converged)
+    laws = eqx.combine(jax.vmap(unravel)(flat), static)
+    return eqx.tree_at(lambda lanes: (lanes.laws, lanes.objectives), lanes, (laws, values))
+
+
+def _solve_lanes(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
     """Optimize R starts (a batched law) on one target: L-BFGS from each start, then a damped-Newton finish of
     every start, whose status is the start's (see `_newton`)."""
     params, static = eqx.partition(starts, eqx.is_array)
@@ -357,6 +396,10 @@ def fit_arrays(
     With concrete data the law's units are set from the data first (`data_template`), as `fit` does; under the
     caller's own `jit` (traced data) the template's units are used as given, so pass `data_template(law, inputs, y)`
     built outside for a fit that does not depend on the data's units.
+
+    Differentiable (`jax.grad`, `jax.jvp`, under `jit` and `vmap`) in `y`, `weights` and `inputs`: every start's
+    parameters by the implicit function theorem at its optimum, the objectives by the envelope theorem; NaN
+    where no derivative exists (see `camel_jax._implicit`, `fit_derivative_status`).
 
     **Arguments** (as `fit`'s):
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].

@@ -433,6 +433,27 @@ def law_comparison(table: pd.DataFrame, *, metric: str = "MAPE (%)", title: str 
     return fig
 
 
+def influence(table: pd.DataFrame, *, top: int = 20, title: str = ""):
+    """Each run's approximate leave-one-out change of one quantity, largest first: a bar per run (the `top`
+    largest), from `Influence.table()`. Runs whose bars stand out are the ones the quantity rests on."""
+    for column in ("loo",):
+        if column not in table.columns:
+            raise ValueError(f"`table` needs a {column!r} column (use Influence.table()); got {list(table.columns)}")
+    shown = table.iloc[np.argsort(-np.abs(table["loo"].to_numpy()), kind="stable")[:top]]
+    fig, ax = _figure(figsize=(6.4, 0.25 * len(shown) + 1.2))
+    values = shown["loo"].to_numpy()
+    ax.barh(np.arange(len(shown)), values, color=np.where(values > 0, "tab:red", "tab:blue"))
+    ax.set_yticks(np.arange(len(shown)), [str(i) for i in shown.index])
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="black", lw=0.8)
+    quantity = table.attrs.get("quantity", "the quantity")
+    ax.set_xlabel(f"change of {quantity} when the run is left out (approximate)")
+    ax.set_ylabel(str(table.index.name or "run"))
+    ax.set_title(title or f"Which runs {quantity} rests on")
+    fig.tight_layout()
+    return fig
+
+
 def save_figure(fig: Any, path: str, dpi: int = 130) -> None:
     """Write a figure to `path` (figures from this module hold no pyplot state to close)."""
     fig.savefig(path, dpi=dpi, bbox_inches="tight")

@@ -1,6 +1,7 @@
 """`camel_jax.plot`: figures of fits, extrapolations, optimal mixtures and sampling designs (needs matplotlib)."""
 
 from ._plot import drawn as drawn
+from ._plot import influence as influence
 from ._plot import law_comparison as law_comparison
 from ._plot import loss_vs_size as loss_vs_size
 from ._plot import mixture_decision as mixture_decision

@@ -23,11 +23,13 @@ LAYERS = {
     "_lbfgs": SOLVER,
     "_newton": SOLVER,
     "_residuals": SOLVER,
+    "_implicit": SOLVER,
     # fitting: objective, fit, bootstrap, identifiability, calibration
     "_identify": FITTING,
     "_fit": FITTING,
     "_calibrate": FITTING,
     "_bootstrap": FITTING,
+    "_influence": FITTING,
     # mixture: the pipeline, the optimal mixture, the verdict, the next runs, their table front ends
     "_pipeline": MIXTURE,
     "_decide": MIXTURE,

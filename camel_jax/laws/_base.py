@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -28,6 +28,10 @@ class AbstractLaw(eqx.Module):
     - `structure() -> dict`: the keywords that make `sample_init` rebuild this structure.
     - optionally `size_parameters()`: where the model size enters and how many parameters describe it.
     """
+
+    # Structure keywords that are units of the law's internal coordinates (see `with_data_scales`): two laws that
+    # differ only in them describe the same family of functions, so warm starts may carry other units.
+    UNITS: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def __call__(self, *inputs: Any) -> Array: ...

@@ -117,6 +117,8 @@ class CAMEL(AbstractLaw):
     **Returns**: predicted loss, [P].
     """
 
+    UNITS = ("loss_scale", "size_scale")
+
     t_roots: Float[Array, "*batch k n"]
     root_b: Float[Array, "*batch k"]
     raw_alpha: Float[Array, "*batch k"] | None  # free law: sqrt(alpha / beta)

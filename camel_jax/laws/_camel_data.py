@@ -49,6 +49,8 @@ class CAMELData(AbstractLaw):
     `tokens=True`. **Returns**: predicted loss, [P].
     """
 
+    UNITS = ("loss_scale", "size_scale", "tokens_scale")
+
     t_roots: Float[Array, "*batch k n"]
     root_b: Float[Array, "*batch k"]
     raw_alpha: Float[Array, "*batch k"] | None  # free law: sqrt(alpha / beta)

@@ -1,0 +1,144 @@
+"""Fits that finish (issue 29): converged share of the default starts and held-out error, per law.
+
+1. The paper's 66-run design of a simulated world (6 sizes x 11 perturbed mixtures): converged share of 32 default
+   starts, the best start's status, its objective's gap to a long run (20,000 L-BFGS steps, 500 Newton steps), and
+   the wall time after compilation.
+2. dmsl_shukor2025 (skipped with the reason when ../shared is absent): the longest run per mixture and size at
+   122M-1.2B trains each law on every domain's loss; converged share, and the mean absolute percentage error of
+   the four 2.718B runs (held out), per domain.
+
+Prints a table; asserts nothing. Run it against another checkout with PYTHONPATH=<that checkout> for a before/after
+comparison (the columns are the same).
+
+Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import camel_jax as cj  # noqa: E402
+from camel_jax import _simulate  # noqa: E402
+from camel_jax._design import perturbed_mixtures  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
+SIZES = np.array([4.0, 5.0, 6.0, 7.0, 8.0, 10.0])
+
+
+def _converged(result) -> np.ndarray:
+    return np.isin(np.asarray(result.status), [int(cj.Status.CONVERGED), int(cj.Status.STALLED)])
+
+
+def _fit(law, inputs, y, restarts, options=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = cj.fit(law, inputs, y, key=jax.random.key(1), restarts=restarts, options=options)
+        jax.block_until_ready(result.objective)
+        t0 = time.perf_counter()
+        result = cj.fit(law, inputs, y, key=jax.random.key(1), restarts=restarts, options=options)
+        jax.block_until_ready(result.objective)
+    return result, time.perf_counter() - t0
+
+
+def design_cases():
+    world = _simulate.default_world(jax.random.key(0))
+    runs = world.runs(perturbed_mixtures(REFERENCE), SIZES, noise=0.003, key=jax.random.key(1))
+    data = world.mixture_data(runs, "loss_val0")
+    r, M, y = np.asarray(data.r), np.asarray(data.size), np.asarray(data.y)
+    tied = dict(n_datasets=5, tied=True, capacity_exponent=3.0)
+    key = jax.random.key(0)
+    cases = {
+        "CAMEL tied k=3": (cj.CAMEL.sample_init(key, n_domains=3, **tied), (r, M), y),
+        "CAMEL tied k=5": (cj.CAMEL.sample_init(key, n_domains=5, **tied), (r, M), y),
+        "CAMEL free k=3": (cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3), (r, M), y),
+        "CAMELData tied k=3": (cj.CAMELData.sample_init(key, n_domains=3, tokens=False, **tied), (r, M), y),
+        "SODMAdditive": (cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False), (r, M), y),
+        "SODMJoint": (cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False), (r, M), y),
+        "DML k=1 (M=10 only)": (cj.DML.sample_init(key, n_datasets=5, n_domains=1), (r[M == 10],), y[M == 10]),
+    }
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    try:
+        import shared_data
+
+        df = shared_data.epoch_chinchilla()
+        cases["Chinchilla (Epoch)"] = (
+            cj.Chinchilla.sample_init(key),
+            (df["N"].to_numpy(), df["D"].to_numpy()),
+            df["loss"].to_numpy(),
+        )
+    except Exception as error:  # noqa: BLE001 - the data are optional
+        print(f"   (Epoch's Chinchilla data skipped: {error})")
+    return cases
+
+
+def section_design(quick: bool) -> None:
+    print("\n1. Default options, 32 starts, the paper's 66-run design (Chinchilla: Epoch's 245 runs)")
+    print(f"   {'law':22s} {'converged':>9s} {'best start':>11s} {'gap to long run':>16s} {'time':>7s}")
+    long = cj.FitOptions(max_steps=5_000 if quick else 20_000, polish=500)
+    for name, (law, inputs, y) in design_cases().items():
+        result, seconds = _fit(law, inputs, y, 32)
+        reference, _ = _fit(law, inputs, y, 32, long)
+        gap = (float(result.objective) - float(reference.objective)) / float(reference.objective)
+        best = cj.Status(int(np.asarray(result.status)[np.argmin(np.asarray(result.objectives))])).label
+        print(f"   {name:22s} {np.mean(_converged(result)):9.0%} {best:>11s} {gap:16.1e} {seconds:6.1f}s", flush=True)
+
+
+def section_dmsl(quick: bool) -> None:
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    import shared_data
+
+    try:
+        df, mixture, losses = shared_data.dmsl_runs()
+    except Exception as error:  # noqa: BLE001
+        print(f"\n2. dmsl: skipped ({error})")
+        return
+    longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
+    train = longest[longest["size"] < 2e9]
+    test = longest[longest["size"] > 2e9]
+    n = len(mixture)
+    key = jax.random.key(0)
+    laws = {
+        "CAMEL tied k=3": cj.CAMEL.sample_init(key, n_datasets=n, n_domains=3, tied=True, capacity_exponent=3.0),
+        "SODMAdditive": cj.SODMAdditive.sample_init(key, n_datasets=n, tokens=False),
+    }
+    domains = losses[:2] if quick else losses
+    print(f"\n2. dmsl_shukor2025: {len(train)} runs at 122M-1.2B (longest per mixture and size), 32 default starts;")
+    print(f"   held-out MAPE of the {len(test)} runs at 2.718B")
+    print(f"   {'law':16s} {'loss':20s} {'converged':>9s} {'best start':>11s} {'held-out':>9s} {'time':>7s}")
+    for name, law in laws.items():
+        for loss in domains:
+            tr = train[np.isfinite(train[loss])]
+            te = test[np.isfinite(test[loss])]
+            inputs = (tr[mixture].to_numpy(), tr["size"].to_numpy())
+            result, seconds = _fit(law, inputs, tr[loss].to_numpy(), 32)
+            pred = np.asarray(result.predict(te[mixture].to_numpy(), te["size"].to_numpy()))
+            mape = 100 * np.mean(np.abs(pred / te[loss].to_numpy() - 1))
+            best = cj.Status(int(np.asarray(result.status)[np.argmin(np.asarray(result.objectives))])).label
+            share = np.mean(_converged(result))
+            print(f"   {name:16s} {loss:20s} {share:9.0%} {best:>11s} {mape:8.2f}% {seconds:6.1f}s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["design", "dmsl"])
+    args = parser.parse_args()
+    print(f"camel-jax from {os.path.dirname(cj.__file__)}, jax {jax.__version__}, {os.cpu_count()} CPU cores")
+    if args.only in (None, "design"):
+        section_design(args.quick)
+    if args.only in (None, "dmsl"):
+        section_dmsl(args.quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Derivatives of a solution by the implicit function theorem, never through the solver's iterations.
+
+A fit returns `x* = argmin_x f(x, data)`. At a strict local minimum with a nonsingular Hessian
+`H = d^2 f / dx^2`, the stationarity condition `grad_x f(x*, data) = 0` defines x* as a smooth function of the
+data, with
+
+    dx* = -H^{-1} (d grad_x f / d data) ddata.
+
+`implicit_solution` returns x* unchanged, wrapped in a `jax.custom_jvp` whose tangent is exactly this: a linear
+map of the data's tangent (one Hessian-vector product for the right-hand side, one dense d x d solve; d, the
+number of parameters of a law, is tens), which JAX transposes for reverse mode. So `jax.jvp`, `jax.grad`,
+`jax.vjp`, `jax.jit` and `jax.vmap` all work, and the solver that found x* is never differentiated (its inputs
+should be `jax.lax.stop_gradient`-ed: a `while_loop` stopping on a data-dependent condition has no useful
+derivative, and reverse mode cannot go through it at all).
+
+Coordinates held at an active bound (`active`) do not move with the data: their derivative is zero, and the
+system is solved on the free coordinates only.
+
+A derivative is never silently wrong. It is NaN when
+- the solver did not converge (`converged=False`: its point is not a solution),
+- the Hessian is not finite, or has a direction of negative curvature (not a minimum),
+- the queried direction meets a flat direction of the Hessian (an eigenvalue below `rcond` times the largest in
+  magnitude): in forward mode when the data move the optimum along a direction the objective does not determine,
+  in reverse mode when the quantity differentiated depends on such a direction.
+A flat direction that nothing queried touches is harmless and ignored: the softmax logits of a profile can all
+move by a constant without changing the law (a gauge), the data never move the optimum that way, and no
+prediction depends on it. `derivative_status` says which case holds for a solution, as a `DerivativeStatus`.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+
+class DerivativeStatus(enum.IntEnum):
+    """Whether the implicit derivative of a solution exists (see `camel_jax._implicit`)."""
+
+    OK = 0
+    NOT_CONVERGED = 1  # the solver's status was not CONVERGED/STALLED: the point is not a solution
+    NONFINITE = 2  # the Hessian at the point is not finite
+    INDEFINITE = 3  # a direction of negative curvature: a saddle, not a minimum
+    SINGULAR = 4  # a flat direction of the Hessian that the data move: the solution is not determined
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", " ").replace("nonfinite", "non-finite")
+
+    @property
+    def reason(self) -> str:
+        """The cause and the fix, for messages."""
+        return {
+            DerivativeStatus.OK: "the derivative exists",
+            DerivativeStatus.NOT_CONVERGED: "the fit did not converge: raise FitOptions.max_steps or check the starts",
+            DerivativeStatus.NONFINITE: "the Hessian at the fit is not finite: check the law's scales and the data",
+            DerivativeStatus.INDEFINITE: "the fit is a saddle point, not a minimum: refit from more starts",
+            DerivativeStatus.SINGULAR: (
+                "the data do not determine the fit (a flat direction of the objective): see "
+                "FitResult.identifiability(), widen the design or simplify the law"
+            ),
+        }[self]
+
+
+def default_rcond(dtype: Any) -> float:
+    """Relative eigenvalue below which a Hessian direction counts as flat: 1e4 eps (2e-12 in float64)."""
+    return 1e4 * float(np.finfo(dtype).eps)
+
+
+def _hessian_parts(loss: Callable, x: Array, data: Any, active: Array, rcond: float):
+    """The Hessian on the free coordinates (active rows and columns zeroed), its eigen-decomposition, the mask of
+    flat directions, and whether it is finite and positive semi-definite to `rcond`."""
+    free = ~active
+    outer = free[:, None] & free[None, :]
+    hessian = jnp.where(outer, jax.hessian(loss)(x, data), 0.0)
+    finite = jnp.all(jnp.isfinite(hessian))
+    eigenvalues, vectors = jnp.linalg.eigh(jnp.where(finite, hessian, 0.0))
+    scale = jnp.maximum(jnp.max(jnp.abs(eigenvalues)), jnp.finfo(x.dtype).tiny)
+    flat = jnp.abs(eigenvalues) <= rcond * scale
+    negative = jnp.any(eigenvalues < -rcond * scale)
+    return eigenvalues, vectors, flat, finite, negative
+
+
+def _status(loss, x, data, converged, active, rcond, quantity) -> Array:
+    eigenvalues, vectors, flat, finite, negative = _hessian_parts(loss, x, data, active, rcond)
+    directions = jnp.where(active[:, None], 0.0, vectors)  # active coordinates never move
+    eps = jnp.finfo(x.dtype).eps
+
+    def relevant(size: Array) -> Array:
+        return size > jnp.sqrt(eps) * jnp.maximum(jnp.max(size), jnp.finfo(x.dtype).tiny)
+
+    # How far the data move the optimum along each eigen-direction: |v^T d(grad_x f)/d(data)|, one
+    # vector-Jacobian product per direction.
+    _, pullback = jax.vjp(lambda d: jax.grad(loss)(x, d), data)
+    moved = jax.vmap(pullback)(directions.T)[0]
+    driven = relevant(_row_norms(moved))
+    if quantity is not None:  # and how far each direction moves the quantity of interest
+        driven = driven | relevant(_row_norms(jax.vmap(lambda v: jax.jvp(quantity, (x,), (v,))[1])(directions.T)))
+    status = jnp.where(jnp.any(flat & driven), DerivativeStatus.SINGULAR, DerivativeStatus.OK)
+    status = jnp.where(negative, DerivativeStatus.INDEFINITE, status)
+    status = jnp.where(finite, status, DerivativeStatus.NONFINITE)
+    return jnp.where(converged, status, DerivativeStatus.NOT_CONVERGED)
+
+
+def _row_norms(tree: Any) -> Array:
+    """The norm of each row (leading axis) of a pytree of arrays, over every floating leaf."""
+    leaves = [jnp.reshape(a, (a.shape[0], -1)) for a in jax.tree.leaves(tree) if jnp.issubdtype(a.dtype, jnp.inexact)]
+    return jnp.sqrt(sum(jnp.sum(a**2, axis=1) for a in leaves))
+
+
+def _prepare(loss, x, data, converged, active):
+    x = jax.lax.stop_gradient(jnp.asarray(x))
+    if x.ndim != 1 or not jnp.issubdtype(x.dtype, jnp.floating):
+        raise ValueError(f"`x` must be a flat floating vector (ravel_pytree of the parameters); got shape {x.shape}")
+    active = jnp.zeros(x.shape, bool) if active is None else jnp.asarray(active)
+    if active.shape != x.shape or active.dtype != jnp.bool_:
+        raise ValueError(f"`active` must be a boolean mask of the shape of `x` {x.shape}; got {active.shape}")
+    converged = jnp.asarray(converged)
+    if converged.shape != () or converged.dtype != jnp.bool_:
+        raise ValueError(f"`converged` must be a scalar boolean; got shape {converged.shape}, dtype {converged.dtype}")
+    # Traced values the loss closes over (a penalty's weight, say) become explicit arguments, differentiated
+    # like the data.
+    closed, consts = jax.closure_convert(loss, x, data)
+    return closed, x, (data, tuple(consts)), jax.lax.stop_gradient(converged), jax.lax.stop_gradient(active)
+
+
+def implicit_solution(
+    loss: Callable[[Array, Any], Array],
+    x: Float[Array, " d"],
+    data: Any,
+    *,
+    converged: ArrayLike = True,
+    active: Bool[Array, " d"] | None = None,
+    rcond: float | None = None,
+) -> Float[Array, " d"]:
+    """`x` (a minimizer of `loss(., data)`), whose derivatives with respect to `data` are the implicit ones.
+
+    **Arguments**:
+    - `loss`: the objective `loss(x, data) -> scalar`, twice differentiable in `x` and differentiable in `data`.
+      Traced values it closes over are differentiated like `data`.
+    - `x`: the solution, a flat vector (e.g. `ravel_pytree` of a law's array leaves). Its own derivative (through
+      the solver) is discarded.
+    - `data`: a pytree of arrays (targets, weights, inputs) the solution depends on.
+    - `converged`: whether the solver reached a solution; False makes every derivative NaN.
+    - `active`: a boolean mask [d] of coordinates held at an active bound (zero derivative); default none.
+    - `rcond`: relative eigenvalue below which a direction counts as flat (default `default_rcond`: 2e-12 in
+      float64).
+
+    **Returns**: `x`, with `dx = -H^{-1} d(grad_x loss)/d(data) ddata` on the free coordinates, NaN where the
+    derivative does not exist (see the module docstring and `derivative_status`).
+    """
+    closed, x, data_all, converged, active = _prepare(loss, x, data, converged, active)
+    rcond = default_rcond(x.dtype) if rcond is None else float(rcond)
+    return _at_solution(_unpacked(closed), rcond, x, data_all, converged, active)
+
+
+def derivative_status(
+    loss: Callable[[Array, Any], Array],
+    x: Float[Array, " d"],
+    data: Any,
+    *,
+    converged: ArrayLike = True,
+    active: Bool[Array, " d"] | None = None,
+    rcond: float | None = None,
+    quantity: Callable[[Array], Any] | None = None,
+) -> Array:
+    """Whether `implicit_solution` has a derivative at `x`: a `DerivativeStatus` code (an int array;
+    `DerivativeStatus(int(code))` names it). SINGULAR when a flat direction of the Hessian is moved by the data,
+    or moves `quantity(x)` (e.g. the law's `params()`: then some parameter is not determined, and its derivative
+    is NaN). Other arguments as `implicit_solution`'s."""
+    closed, x, data_all, converged, active = _prepare(loss, x, data, converged, active)
+    rcond = default_rcond(x.dtype) if rcond is None else float(rcond)
+    return _status(_unpacked(closed), x, data_all, converged, active, rcond, quantity)
+
+
+class _unpacked:
+    """`loss(x, (data, consts))` from a closure-converted `loss(x, data, *consts)` (hashable by identity, so it
+    can be a non-differentiable argument of the custom JVP)."""
+
+    def __init__(self, closed: Callable):
+        self.closed = closed
+
+    def __call__(self, x: Array, data_all: Any) -> Array:
+        data, consts = data_all
+        return self.closed(x, data, *consts)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _at_solution(loss, rcond, x, data, converged, active):
+    del loss, rcond, data, converged, active
+    return x
+
+
+@_at_solution.defjvp
+def _at_solution_jvp(loss, rcond, primals, tangents):
+    x, data, converged, active = primals
+    _, data_dot, _, _ = tangents
+    eigenvalues, vectors, flat, finite, negative = _hessian_parts(loss, x, data, active, rcond)
+    exists = converged & finite & ~negative
+    inverse = jnp.where(flat, 0.0, 1.0 / jnp.where(flat, 1.0, eigenvalues))
+    free = ~active
+    eps = jnp.finfo(x.dtype).eps
+
+    def pseudo_solve(b: Array) -> tuple[Array, Array]:
+        # The pseudo-inverse on the free coordinates. A right-hand side with a component along a flat direction
+        # has no solution (forward mode: the data move an undetermined optimum; reverse mode: the quantity
+        # differentiated depends on one).
+        b = jnp.where(free, b, 0.0)
+        coefficients = vectors.T @ b
+        off = jnp.linalg.norm(jnp.where(flat, coefficients, 0.0)) > jnp.sqrt(eps) * jnp.linalg.norm(b)
+        return jnp.where(free, vectors @ (inverse * coefficients), 0.0), exists & ~off
+
+    def solve(_matvec: Callable, b: Array) -> Array:
+        solution, ok = pseudo_solve(b)
+        return jnp.where(ok, solution, jnp.nan)
+
+    def transpose_solve(_matvec: Callable, cotangent: Array) -> Array:
+        # A zero cotangent (a start of the batch that nothing queried) stays zero, so that an unconverged start
+        # the caller never looked at cannot turn its reverse-mode gradient NaN.
+        solution, ok = pseudo_solve(cotangent)
+        return jnp.where(ok, solution, jnp.where(jnp.all(cotangent == 0), 0.0, jnp.nan))
+
+    def matvec(v: Array) -> Array:
+        return jnp.where(free, vectors @ (eigenvalues * (vectors.T @ jnp.where(free, v, 0.0))), v)
+
+    _, rhs = jax.jvp(lambda d: jax.grad(loss)(x, d), (data,), (data_dot,))
+    x_dot = -jax.lax.custom_linear_solve(matvec, rhs, solve, transpose_solve)
+    return x, x_dot
