@@ -5,6 +5,7 @@ Arrays in, arrays out: the frame-taking front end (`fit_benchmarks`) lives in `_
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import warnings
@@ -19,6 +20,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._bootstrap import resample_weights
 from ._calibrate import Calibration, calibrate, warm_starts
+from ._checks import check_key, check_several_mixtures, named_columns
 from ._fit import FitResult, fit, resolve_options
 from ._options import FitOptions
 from .laws import LossToBenchmark
@@ -51,6 +53,31 @@ OBJECTIVES: dict[str, dict[str, float]] = {
 }
 
 
+# Benchmark weights summing to less than this leave an objective whose differences between mixtures are lost to
+# rounding (or underflow): every mixture would look optimal.
+MIN_TOTAL_WEIGHT = 1e-8
+
+
+def check_benchmark_weights(weights: Mapping[str, float], name: str = "benchmark_weights") -> None:
+    """Objective weights are finite numbers >= 0 whose sum is positive (not vanishingly small): otherwise every
+    mixture scores alike and the "optimal mixture" is arbitrary. Raised before any compute."""
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"`{name}` must be a mapping {{benchmark: weight}}; got {type(weights).__name__}")
+    if not weights:
+        raise ValueError(f"`{name}` is empty: name at least one benchmark and its weight")
+    for b, w in weights.items():
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
+            raise ValueError(f"benchmark {b!r} has weight {w!r}: weights must be finite numbers")
+        if w < 0:
+            raise ValueError(f"benchmark {b!r} has a negative weight {w}: the objective maximizes sum_b w_b Acc_b")
+    total = float(sum(float(w) for w in weights.values()))
+    if total < MIN_TOTAL_WEIGHT:
+        raise ValueError(
+            f"the weights in `{name}` sum to {total:g}: the objective is (numerically) constant, so every mixture "
+            "would be 'optimal'; give the benchmarks you care about positive weights (e.g. summing to 1)"
+        )
+
+
 class Pipeline(eqx.Module):
     """Mixture -> accuracy for several benchmarks, and their weighted objective.
 
@@ -73,15 +100,9 @@ class Pipeline(eqx.Module):
         benchmark_laws: Mapping[str, LossToBenchmark],
         benchmark_weights: Mapping[str, float],
     ):
+        check_benchmark_weights(benchmark_weights)
         names = list(benchmark_weights)
-        if not names:
-            raise ValueError("`benchmark_weights` is empty: name at least one benchmark and its weight")
         for b in names:
-            w = benchmark_weights[b]
-            if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
-                raise ValueError(f"benchmark {b!r} has weight {w!r}: weights must be finite numbers")
-            if w < 0:
-                raise ValueError(f"benchmark {b!r} has a negative weight {w}: the objective maximizes sum_b w_b Acc_b")
             if b not in loss_laws:
                 raise ValueError(f"benchmark {b!r} has a weight but no loss law; loss laws: {sorted(loss_laws)}")
             if b not in benchmark_laws:
@@ -226,11 +247,15 @@ def fit_pipeline(
       with a warning for fewer), kept in `calibration` for `decide`, `objective_draws` and
       `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each.
     """
+    check_benchmark_weights(objective, "objective")
+    check_key(key)
+    check_several_mixtures(data.r, data.weight, "`data`")
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
     names, Y = _proxy_targets(benchmarks, objective, data.n_points)
     k_fit, k_boot, k_draw = jax.random.split(key, 3)
     W = jnp.broadcast_to(data.weight, Y.shape)
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
+    loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
     weights = {b: objective[b] for b in names}
     pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights)
     noise = _objective_noise(benchmarks, weights)

@@ -163,6 +163,19 @@ def duplicated_columns():
 
 
 y12 = jnp.full(12, 3.0)
+
+
+def batched_pipeline():
+    return jax.tree.map(lambda a: jnp.stack([a, 1.01 * a]), pipeline())
+
+
+def candidates():
+    r = R5[:, :3] / R5[:, :3].sum(1, keepdims=True)
+    return pd.DataFrame({"r_a": r[:, 0], "r_b": r[:, 1], "r_c": r[:, 2], "size": SIZES, "flops": 1.0})
+
+
+def one_mixture_data():
+    return cj.MixtureData(np.tile(R5[:1], (12, 1)), y12, size=SIZES)
 API_CASES = {
     # severe 2: a dataset never observed
     "all-zero mixture column": (
@@ -206,6 +219,32 @@ API_CASES = {
     "chunk_size 0": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=4, chunk_size=0), ValueError, "`chunk_size`"),
     "mixture as a string": (lambda: cj.MixtureData.from_frame(frame_with(), mixture="r_0", target="loss"), TypeError, "got the string 'r_0'"),
     "duplicated columns": (lambda: cj.MixtureData.from_frame(duplicated_columns(), mixture=[f"r_{j}" for j in range(5)], target="loss", size="size"), ValueError, r"duplicated column name\(s\) \['size'\]"),
+    # issue 30: errors that pointed the wrong way
+    "reference sums to 0.95": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.3, 0.35], max_shift=0.2), ValueError, "must sum to 1 .*sum to 0.95"),
+    "reference sums to 1.1": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.4, 0.4], max_shift=0.2), ValueError, "sum to 1.1"),
+    "bootstrap key=1": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=1, n_resamples=2), TypeError, r"a jax.random key \(e.g. jax.random.key\(0\)\)"),
+    "optimal_mixture key=3": (lambda: cj.optimal_mixture(pipeline(), 3, key=3, model_size=8.0), TypeError, "a jax.random key"),
+    "next_runs key=0": (lambda: cj.next_runs(batched_pipeline(), candidates(), budget=1.0, target_size=8.0, key=0, noise=0.01), TypeError, "a jax.random key"),
+    "law class, not instance": (lambda: cj.fit(cj.CAMEL, (R5, SIZES), y12, key=jax.random.key(0)), TypeError, r"pass an instance, e.g. CAMEL.sample_init\(.*or CAMEL.from_params"),
+    "1-D mixture": (lambda: cj.fit(camel5(), (R5[:, 0], SIZES), y12, key=jax.random.key(0)), ValueError, r"\(P, n_datasets\)=\(12, 5\)"),
+    "scalar size": (lambda: cj.fit(camel5(), (R5, 4.0), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] has shape \(\)"),
+    "negative sizes": (lambda: cj.fit(camel5(), (R5, -SIZES), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] \(model size or tokens\)` must be > 0; got -4"),
+    "mixture rows summing to 2": (lambda: cj.fit(camel5(), (2 * R5, SIZES), y12, key=jax.random.key(0)), ValueError, "row 0 sums to 2"),
+    "negative mixture weight": (lambda: cj.fit(camel5(), (R5 * np.r_[-1.0, np.ones(11)][:, None], SIZES), y12, key=jax.random.key(0)), ValueError, "negative weight .* at row 0"),
+    "accuracy in percent": (lambda: cj.BenchmarkData(R5[:, :2], np.full(12, 55.0)), ValueError, "accuracies are fractions in \\[0, 1\\]; is it in percent"),
+    "accuracy 1.5": (lambda: cj.fit_benchmarks(frame_with(acc=np.r_[1.5, np.full(11, 0.5)]), losses=["r_0", "r_1"], benchmarks=["acc"], key=jax.random.key(0)), ValueError, "column 'acc' \\(accuracy\\) is 1.5 at row 0"),
+    "accuracy below 0": (lambda: cj.BenchmarkData(R5[:, :2], np.r_[np.full(11, 0.5), -0.1]), ValueError, "is -0.1 at row 11"),
+    "objective weights sum to 0": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 0.0}), ValueError, "sum to 0: the objective is .*constant"),
+    "objective weights 1e-300": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 1e-300}), ValueError, "sum to 1e-300"),
+    "fit_pipeline nan weight before fitting": (lambda: cj.fit_pipeline(None, None, {"mmlu": np.nan}, law=camel5(), key=jax.random.key(0)), ValueError, "'mmlu' has weight nan"),
+    "fit_pipeline negative weight": (lambda: cj.fit_pipeline(None, None, {"mmlu": -0.5, "math": 1.0}, law=camel5(), key=jax.random.key(0)), ValueError, "'mmlu' has a negative weight"),
+    "fit_pipeline on one mixture": (lambda: cj.fit_pipeline(one_mixture_data(), None, {"mmlu": 1.0}, law=camel5(), key=jax.random.key(0)), ValueError, "holds 1 distinct mixture"),
+    "next_runs noise nan": (lambda: cj.next_runs(batched_pipeline(), candidates(), budget=1.0, target_size=8.0, key=jax.random.key(0), noise=np.nan), ValueError, "`noise` must be a finite number >= 0"),
+    "next_runs empty candidates": (lambda: cj.next_runs(batched_pipeline(), candidates().iloc[:0], budget=1.0, target_size=8.0, key=jax.random.key(0), noise=0.01), ValueError, "`candidates` is empty"),
+    "next_runs extra r_ column": (lambda: cj.next_runs(batched_pipeline(), candidates().assign(r_3=0.0), budget=1.0, target_size=8.0, key=jax.random.key(0), noise=0.01), ValueError, r"4 mixture \(r_\*\) column"),
+    "test size among training sizes": (lambda: cj.extrapolation_error(camel5(), cj.MixtureData(R5, y12, size=SIZES), [4.0, 6.0, 8.0], 6.0, key=jax.random.key(0)), ValueError, "held-out size 6 is not beyond the training sizes"),
+    "costs vary within a size": (lambda: cj.sample_design("hourglass", pd.DataFrame({"size": SIZES, "flops": np.arange(12.0) + 1}), 100.0, jax.random.key(0)), ValueError, "column 'flops' varies within size 4"),
+    "allocate max_per_size 2.7": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], 10.0, 2.7), ValueError, "`max_per_size` must be whole numbers"),
     "inits of another structure": (
         lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2, inits=jax.tree.map(lambda a: a[None], cj.CAMEL.sample_init(jax.random.key(1), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0))),
         ValueError,
@@ -280,7 +319,7 @@ CLI_CASES = {
     "empty npz": (lambda f, t, p: ["optimize", broken_files(f, p)["empty"], "--size", "8"], "camel_jax.save"),
     "npy file": (lambda f, t, p: ["optimize", broken_files(f, p)["npy"], "--size", "8"], "camel_jax.save"),
     "odd metadata": (lambda f, t, p: ["optimize", broken_files(f, p)["bad json"], "--size", "8"], "camel_jax.save"),
-    "design nan budget": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "nan", "--out", p / "d.csv"], "`budget`"),
+    "design nan budget": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "nan", "--out", p / "d.csv"], "budget"),
     "design nan cost": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "10", "--costs", "1,nan,3", "--out", p / "d.csv"], "costs nan"),
     "design duplicated sizes": (lambda f, t, p: ["design", "--sizes", "4,5,5", "--budget", "1e20", "--out", p / "d.csv"], "repeated"),
     "capacity exponent 0": (lambda f, t, p: ["fit", f / "runs.csv", "--capacity-exponent", "0", "--out", p / "fit"], "capacity_exponent"),
