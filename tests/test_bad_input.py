@@ -228,7 +228,7 @@ API_CASES = {
     "law class, not instance": (lambda: cj.fit(cj.CAMEL, (R5, SIZES), y12, key=jax.random.key(0)), TypeError, r"pass an instance, e.g. CAMEL.sample_init\(.*or CAMEL.from_params"),
     "1-D mixture": (lambda: cj.fit(camel5(), (R5[:, 0], SIZES), y12, key=jax.random.key(0)), ValueError, r"\(P, n_datasets\)=\(12, 5\)"),
     "scalar size": (lambda: cj.fit(camel5(), (R5, 4.0), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] has shape \(\)"),
-    "negative sizes": (lambda: cj.fit(camel5(), (R5, -SIZES), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] \(model size or tokens\)` must be > 0; got -4"),
+    "negative sizes": (lambda: cj.fit(camel5(), (R5, -SIZES), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] \(model size or tokens\)` must be > 0 .*got -4 at row 0"),
     "mixture rows summing to 2": (lambda: cj.fit(camel5(), (2 * R5, SIZES), y12, key=jax.random.key(0)), ValueError, "row 0 sums to 2"),
     "negative mixture weight": (lambda: cj.fit(camel5(), (R5 * np.r_[-1.0, np.ones(11)][:, None], SIZES), y12, key=jax.random.key(0)), ValueError, "negative weight .* at row 0"),
     "accuracy in percent": (lambda: cj.BenchmarkData(R5[:, :2], np.full(12, 55.0)), ValueError, "accuracies are fractions in \\[0, 1\\]; is it in percent"),
@@ -395,3 +395,104 @@ def test_bootstrap_chunks_follow_a_memory_budget_and_ctrl_c_keeps_finished_chunk
     with pytest.warns(UserWarning, match="returning the 4 of 10 resamples"):
         result = cj.bootstrap(true, (r, M), true(r, M), key=jax.random.key(0), n_resamples=10, chunk_size=2, restarts=2, progress=False)
     assert result.n_resamples == 4 and result.resamples.shape == (4, 12)
+
+
+# --- issue 30: files ---------------------------------------------------------------------------------------------
+
+
+def test_names_round_trip_and_files_of_format_1_still_load(files, tmp_path):
+    import dataclasses
+
+    folder, _, _ = files
+    fitted = cj.load(folder / "camel.npz")
+    named = dataclasses.replace(fitted, names=("r_a", "r_b", "r_c", "r_d", "r_e"))
+    assert cj.load(cj.save(named, tmp_path / "named.npz")).names == named.names
+    old = tamper(tmp_path / "named.npz", tmp_path / "v1.npz", lambda m: (m.update(format_version=1), m.pop("names")))
+    assert cj.load(old).names is None
+    wrong = tamper(tmp_path / "named.npz", tmp_path / "w.npz", lambda m: m.update(names=["r_a", "r_b"]))
+    with pytest.raises(ValueError, match=r"names \['r_a', 'r_b'\] do not match inputs\[0\]"):
+        cj.load(wrong)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("y", lambda y: y.at[3].set(jnp.nan), r"`y` has a non-finite value .*row 3"),
+        ("y", lambda y: y[:-1], "`y` must have shape"),
+        ("weights", lambda w: w.at[0].set(-1.0), "`weights` must be finite and >= 0"),
+        ("weights", lambda w: jnp.zeros_like(w), "`weights` are zero for every point"),
+        ("inputs", lambda x: (x[0], x[1].at[2].set(jnp.nan)), r"`inputs\[1\]` has a non-finite value at row 2"),
+        ("inputs", lambda x: (x[0], x[1][:-1]), "every array in `inputs` must have the same leading length"),
+    ],
+)
+def test_load_validates_the_fitted_data(files, tmp_path, field, value, message):
+    import dataclasses
+
+    folder, _, _ = files
+    fitted = cj.load(folder / "camel.npz")
+    bad = dataclasses.replace(fitted, **{field: value(getattr(fitted, field))})
+    path = cj.save(bad, tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match=f"bad.npz: the fitted data are invalid: {message}"):
+        cj.load(path)
+
+
+def _npz(path, entries):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _npy(array, shape=None):
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    data = buffer.getvalue()
+    if shape is not None:  # forge the header's declared shape
+        data = data.replace(repr(array.shape).encode(), repr(shape).encode().ljust(len(repr(array.shape))), 1)
+    return data
+
+
+def test_load_refuses_deep_metadata_and_huge_declared_arrays_in_one_line(tmp_path):
+    deep = "[" * 50_000 + "]" * 50_000
+    path = _npz(tmp_path / "deep.npz", {"__meta__.npy": _npy(np.array(deep))})
+    with pytest.raises(ValueError, match="nested too deeply") as error:
+        cj.load(path)
+    assert len(str(error.value).splitlines()) == 1
+    meta = _npy(np.array('{"kind": "FitResult"}'))
+    huge = _npy(np.zeros(4), shape=(10**6,))
+    path = _npz(tmp_path / "huge.npz", {"__meta__.npy": meta, "leaf_0.npy": huge})
+    with pytest.raises(ValueError, match=r"leaf_0.npy declares 8000000 bytes of data but holds"):
+        cj.load(path)
+
+
+def test_a_killed_writers_temporary_files_are_removed_by_the_next_save(files, tmp_path):
+    import os
+    import time
+
+    folder, _, _ = files
+    fitted = cj.load(folder / "camel.npz")
+    stale, fresh = tmp_path / ".fit.npz.dead.tmp", tmp_path / ".fit.npz.live.tmp"
+    for leftover in (stale, fresh):
+        leftover.write_bytes(b"partial")
+    old = time.time() - 2 * camel_jax_save().STALE_TMP_SECONDS
+    os.utime(stale, (old, old))
+    cj.save(fitted, tmp_path / "fit.npz")
+    assert not stale.exists() and fresh.exists()  # a live writer's file is left alone
+    assert cj.load(tmp_path / "fit.npz").names is None
+
+
+def camel_jax_save():
+    import camel_jax._save
+
+    return camel_jax._save
+
+
+def test_bounds_within_rounding_of_the_simplex_are_feasible():
+    lower = np.array([0.5, 0.3, 0.2 + 1e-10])
+    result = cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=lower, restarts=2,
+                                adam_steps=5, polish_steps=5)  # fmt: skip
+    assert np.allclose(np.asarray(result.r), lower, atol=1e-9)
+    with pytest.raises(ValueError, match="lower bounds sum to 1.0001"):
+        cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[0.5, 0.3, 0.2001])
