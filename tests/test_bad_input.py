@@ -6,6 +6,7 @@ assert exit code 2, a single line on stderr (no traceback) and no output file le
 
 import sys
 import zipfile
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -333,7 +334,63 @@ CLI_CASES = {
     "duplicated csv columns": (lambda f, t, p: ["fit", duplicated_csv(f, t, p), "--out", p / "fit"], r"duplicated column name\(s\) \['r_0'\]"),
     "all-zero mixture column": (lambda f, t, p: ["fit", zero_column_csv(f, t, p), "--out", p / "fit"], "'r_math' is zero in every row"),
     "missing csv": (lambda f, t, p: ["fit", p / "nope.csv", "--out", p / "fit"], "no such file"),
+    # issue 30
+    "objective on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--objective", "balanced"], "is a loss fit: .*drop them"),
+    "weights on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--weights", "mmlu=1"], "is a loss fit"),
+    "weights sum to 0": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0"], "sum to 0: the objective"),
+    "weights of 1e-300": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=1e-300"], "sum to 1e-300"),
+    "tokens for a size fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--tokens", "1e9"], "takes no tokens"),
+    "failed fit": (lambda f, t, p: ["optimize", failed_fit(f, p), "--size", "8"], "every start of this fit failed"),
+    "fit on one mixture": (lambda f, t, p: ["fit", one_mixture_csv(f, t, p), "--law", "camel-tied", "--out", p / "fit"], "holds 1 distinct mixture"),
+    "fit output is a folder": (lambda f, t, p: ["fit", f / "runs.csv", "--out", folder_at(p / "res.png")], "res.png .*is a folder"),
+    "design budget below the cheapest run": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "1", "--out", p / "d.csv"], "below the cheapest run"),
+    "design unwritable out": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "1e30", "--out", file_as_folder(f, t, p)], "not a writable folder"),
+    "next empty candidates": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p, rows=0)), "has no rows"),
+    "next candidates missing a column": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p, drop="r_math")), r"4 mixture \(r_\*\) column"),
+    "next noise nan": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p)) + ["--noise", "nan"], "--noise must be >= 0"),
+    "next unwritable out": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p))[:-2] + ["--out", file_as_folder(f, t, p)], "not a writable folder"),
+    "next reference off the simplex": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p)) + ["--reference", "0.2,0.2,0.2,0.2,0.15"], "sum to 0.95"),
 }  # fmt: skip
+
+
+def failed_fit(folder, tmp_path):
+    import dataclasses
+
+    fitted = cj.load(folder / "camel.npz")
+    nan_law = jax.tree.map(lambda a: a * jnp.nan, fitted.law)
+    failed = dataclasses.replace(fitted, law=nan_law, objective=jnp.asarray(jnp.inf))
+    return cj.save(failed, tmp_path / "failed.npz")
+
+
+def one_mixture_csv(folder, table, tmp_path):
+    path = tmp_path / "one.csv"
+    one = table.copy()
+    for c in [c for c in table if c.startswith("r_")]:
+        one[c] = table[c].iloc[0]
+    one.to_csv(path, index=False)
+    return path
+
+
+def folder_at(path):
+    path.mkdir()
+    return path.with_suffix("")
+
+
+def candidates_csv(table, tmp_path, rows=None, drop=None, order=None):
+    cand = table.drop(columns=["loss"]).assign(flops=1.0)
+    cand = cand.iloc[: rows if rows is not None else len(cand)]
+    if drop:
+        cand = cand.drop(columns=[drop])
+    if order:
+        cand = cand[order(list(cand.columns))]
+    path = tmp_path / f"cand_{rows}_{drop}_{order is not None}.csv"
+    cand.to_csv(path, index=False)
+    return path
+
+
+def next_argv(folder, tmp_path, candidates, fit=None):
+    return ["next", "--fit", fit or folder / "camel.npz", "--candidates", candidates, "--budget", "1e30", "--size", "8",
+            "--resamples", "4", "--out", tmp_path / "d.csv"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(CLI_CASES))
@@ -496,3 +553,135 @@ def test_bounds_within_rounding_of_the_simplex_are_feasible():
     assert np.allclose(np.asarray(result.r), lower, atol=1e-9)
     with pytest.raises(ValueError, match="lower bounds sum to 1.0001"):
         cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[0.5, 0.3, 0.2001])
+
+
+# --- issue 30: the CLI's silent decisions are gone ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_fit(files, tmp_path_factory):
+    """A `camel-jax fit` (tied CAMEL, cheap) whose .npz carries its mixture column names."""
+    folder, _, _ = files
+    out = tmp_path_factory.mktemp("cli_fit") / "fit"
+    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--domains", "2", "--restarts", "2",
+                     "--resamples", "0", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    return out
+
+
+def test_a_fit_file_names_its_columns_and_optimize_prints_named_weights(files, cli_fit, capsys):
+    _, table, _ = files
+    assert cj.load(f"{cli_fit}.npz").names == tuple(c for c in table if c.startswith("r_"))
+    capsys.readouterr()
+    assert cli.main(["optimize", f"{cli_fit}.npz", "--size", "8"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("optimal mixture"))
+    assert [part.split()[0] for part in line.removeprefix("optimal mixture: ").split(", ")] == list(table.columns[:5])
+
+
+def test_next_matches_candidate_columns_by_name(files, cli_fit, tmp_path, capsys):
+    """Before: the candidates' columns were taken by position, so a reordered table ranked differently."""
+    _, table, _ = files
+    capsys.readouterr()
+    plain = candidates_csv(table, tmp_path)
+    reordered = candidates_csv(table, tmp_path, order=lambda columns: columns[::-1])
+    outputs = []
+    for candidates in (plain, reordered):
+        argv = next_argv(None, tmp_path, candidates, fit=f"{cli_fit}.npz")[:-2] + ["--batch", "3"]
+        assert cli.main([str(a) for a in argv]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "candidate row" in outputs[0]
+    missing = candidates_csv(table, tmp_path, drop="r_math")
+    code, err = run_cli(next_argv(None, tmp_path, missing, fit=f"{cli_fit}.npz"), capsys)
+    assert code == 2 and "has no column 'r_math'" in err and len(err.splitlines()) == 1
+    extra = tmp_path / "extra.csv"
+    pd.read_csv(plain).assign(r_extra=0.0).to_csv(extra, index=False)
+    code, err = run_cli(next_argv(None, tmp_path, extra, fit=f"{cli_fit}.npz"), capsys)
+    assert code == 2 and "mixture column 'r_extra' the fit never saw" in err
+
+
+def test_a_failed_write_keeps_the_previous_runs_outputs(files, cli_fit, tmp_path, monkeypatch, capsys):
+    """Before: the rollback of a failed write deleted the .json and .npz an earlier run had left at --out."""
+    import matplotlib.figure
+
+    folder, _, _ = files
+    prefix = tmp_path / "fit"
+    for suffix in (".json", ".npz", ".png"):
+        Path(f"{prefix}{suffix}").write_bytes(b"earlier run")
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", disk_full)
+    code, err = run_cli(["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2",
+                         "--resamples", "0", "--out", prefix], capsys)  # fmt: skip
+    assert code == 2 and "No space left" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json", "fit.npz", "fit.png"]  # no temporaries
+    assert all(Path(f"{prefix}{s}").read_bytes() == b"earlier run" for s in (".json", ".npz", ".png"))
+
+
+def test_ctrl_c_is_one_line_with_rc_130_and_a_finished_fit_is_kept(files, tmp_path, monkeypatch, capsys):
+    folder, _, _ = files
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_intervals", interrupt)
+    argv = ["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2", "--out",
+            tmp_path / "fit"]  # fmt: skip
+    code, err = run_cli(argv, capsys)
+    assert code == 0 and "without intervals" in err and (tmp_path / "fit.npz").is_file()
+    monkeypatch.setattr(cli, "_fit_columns", interrupt)
+    code, err = run_cli(argv[:-1] + [tmp_path / "other"], capsys)
+    assert code == 130 and err == "camel-jax fit: interrupted" and not (tmp_path / "other.npz").exists()
+
+
+@pytest.fixture(scope="module")
+def token_fit(files, tmp_path_factory):
+    """`camel-jax fit` of a token-aware law on a table with a tokens column."""
+    folder = tmp_path_factory.mktemp("tokens")
+    world = simulate.default_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
+    table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "tokens", "loss"]]
+    table.to_csv(folder / "runs.csv", index=False)
+    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-data-tied", "--domains", "2", "--restarts", "2",
+                     "--resamples", "0", "--out", str(folder / "fit")])  # fmt: skip
+    assert code == 0
+    return folder / "fit.npz", table
+
+
+def test_optimize_a_token_aware_fit_needs_tokens(token_fit, capsys):
+    """Before: `camel-jax optimize fit.npz --size 64` failed with 'takes 3 inputs; got 2' and had no --tokens."""
+    path, table = token_fit
+    capsys.readouterr()
+    code, err = run_cli(["optimize", path, "--size", "64"], capsys)
+    assert code == 2 and "pass --tokens" in err and len(err.splitlines()) == 1
+    assert cli.main(["optimize", str(path), "--size", "64", "--tokens", "1e12"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens 1e+12" in out and "optimal mixture: r_english" in out and "far outside the trained sizes" in out
+
+
+def test_the_token_path_of_the_figure_passes_through_the_runs():
+    """Before: token-aware laws were drawn at the median token count, flat lines far from every point."""
+    size = jnp.asarray([4.0, 4.0, 6.0, 8.0])
+    data = cj.MixtureData(np.tile([[0.5, 0.5]], (4, 1)), jnp.ones(4), size=size, tokens=20 * size**1.1)
+    path = cli._token_path(lambda r, s, t: t, data)
+    assert np.allclose(np.asarray(path(None, size)), np.asarray(data.tokens), rtol=1e-12)
+
+
+def test_auto_prefers_the_simpler_law_within_one_standard_error():
+    errors = {"camel": 0.158, "camel-tied": 0.163, "sodm-additive": 0.40}
+    n_params = {"camel": 25, "camel-tied": 12, "sodm-additive": 20}
+    assert cli.simplest_within(errors, n_params, "camel", se=0.01) == "camel-tied"
+    assert cli.simplest_within(errors, n_params, "camel", se=0.001) == "camel"  # beyond the noise: the best
+    assert cli.simplest_within(errors, n_params, "camel", se=np.nan) == "camel"
+
+
+def test_collinear_tokens_and_size_are_said(capsys):
+    size = np.repeat([4.0, 6.0, 8.0], 2)
+    table = cli._Table((np.ones((6, 2)) / 2, size, 20 * size), np.ones(6), ["r_a", "r_b"], "size", "tokens")
+    cli._warn_collinear(table)
+    assert "tokens and size are collinear" in capsys.readouterr().out
+    table = cli._Table((np.ones((6, 2)) / 2, size, 20 * size * np.r_[1, 3, 1, 3, 1, 3]), np.ones(6), ["r_a", "r_b"],
+                       "size", "tokens")  # fmt: skip
+    cli._warn_collinear(table)
+    assert capsys.readouterr().out == ""
