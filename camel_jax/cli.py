@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from ._demo import run_demo
 
+            _check_destination(Path(args.out) / "figure")
+
             run_demo(seed=args.seed, out=args.out, quick=args.quick)
         elif args.command == "fit":
             _fit(args)
@@ -700,6 +702,7 @@ def _next(args: argparse.Namespace) -> None:
     candidates = _read_csv(args.candidates)
     reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
     saved = _load_fit(args.fit)
+    _warn_extrapolation(saved, args.size)
     columns = _candidate_columns(saved, candidates, args.candidates)
     if reference is not None:
         from ._optimize import _reference_mixture
