@@ -685,3 +685,17 @@ def test_collinear_tokens_and_size_are_said(capsys):
                        "size", "tokens")  # fmt: skip
     cli._warn_collinear(table)
     assert capsys.readouterr().out == ""
+
+
+def test_extrapolation_error_with_its_default_n_points_fits_every_training_run():
+    """Before: the default `n_points=None` was a range error."""
+    data = cj.MixtureData(R5, 3.0 + 0.1 * R5[:, 0], size=SIZES)
+    options = cj.FitOptions(max_steps=3, polish=0)
+    frame = cj.extrapolation_error(camel5(), data, [4.0, 6.0], 8.0, key=jax.random.key(0), restarts=1, options=options)
+    assert len(frame) == 1 and int(frame["n_train"].iloc[0]) == 8 and np.isfinite(frame["error_se"].iloc[0])
+
+
+def test_a_fit_on_one_mixture_says_no_mixture_can_be_recommended():
+    with pytest.warns(UserWarning, match="the data hold one mixture"):
+        cj.fit(camel5(), (np.tile(R5[:1], (12, 1)), SIZES), y12, key=jax.random.key(0), restarts=1,
+               options=cj.FitOptions(max_steps=2, polish=0))  # fmt: skip
