@@ -179,7 +179,7 @@ def match_mixture_columns(df: pd.DataFrame, names: Sequence[str] | None, n_datas
         if len(prefixed) != n_datasets:
             raise ValueError(
                 f"{what} has {len(prefixed)} mixture (r_*) column(s) {prefixed}; the fit has {n_datasets} datasets "
-                "(and no column names: pass `mixture=` in the fit's order)"
+                "(and no column names: name them in the fit's order, `mixture=` or --mixture)"
             )
         return prefixed
     names = [str(c) for c in names]

@@ -108,6 +108,8 @@ def _next_parser(sub: Any) -> None:
     nxt.add_argument("--fit", required=True, help="a .npz of `camel-jax fit` (bootstrapped here), or camel_jax.save "
                      "of a fit_pipeline result, a batched pipeline or a BootstrapResult")  # fmt: skip
     nxt.add_argument("--candidates", required=True, help="CSV of runs not yet trained: r_* columns, size, flops")
+    nxt.add_argument("--mixture", default=None, help="the candidates' mixture columns, in the fit's dataset order "
+                     "(default: the columns the fit was made on, matched by name)")  # fmt: skip
     nxt.add_argument("--budget", type=float, required=True, help="FLOPs the next runs may spend")
     nxt.add_argument("--size", type=float, required=True, help="the target model size the decision is for")
     nxt.add_argument("--batch", type=int, default=1, help="at most this many runs (default 1)")
@@ -703,7 +705,7 @@ def _next(args: argparse.Namespace) -> None:
     reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
     saved = _load_fit(args.fit)
     _warn_extrapolation(saved, args.size)
-    columns = _candidate_columns(saved, candidates, args.candidates)
+    columns = _candidate_columns(saved, candidates, args.candidates, args.mixture)
     if reference is not None:
         from ._optimize import _reference_mixture
 
@@ -736,7 +738,7 @@ def _load_fit(path: str) -> Any:
     return saved
 
 
-def _candidate_columns(saved: Any, candidates: Any, path: str) -> list[str]:
+def _candidate_columns(saved: Any, candidates: Any, path: str, mixture: str | None = None) -> list[str]:
     """The candidates' mixture columns, matched by name to those the fit was made on (a missing column, or an r_*
     column the fit never saw, is an error naming it), and the table checked, all before the bootstrap."""
     from ._bootstrap import BootstrapResult
@@ -755,7 +757,15 @@ def _candidate_columns(saved: Any, candidates: Any, path: str) -> list[str]:
     names = getattr(fitted, "names", None)
     if len(candidates) == 0:
         raise UserError(f"{path} has no rows: no candidate runs to choose from")
-    columns = match_mixture_columns(candidates, names, int(n), path)
+    if mixture is not None:
+        columns = [c.strip() for c in mixture.split(",") if c.strip()]
+        if len(columns) != n:
+            raise UserError(f"--mixture names {len(columns)} column(s); the fit has {n} datasets")
+        if names is not None and columns != list(names):
+            pairs = ", ".join(f"{c} as {f}" for c, f in zip(columns, names) if c != f)
+            print(f"note: --mixture reads the candidates' {pairs} (the fit's columns, in its order)")
+    else:
+        columns = match_mixture_columns(candidates, names, int(n), path)
     MixtureData.from_frame(candidates, mixture=columns, target="flops", size="size")
     return columns
 

@@ -699,3 +699,12 @@ def test_a_fit_on_one_mixture_says_no_mixture_can_be_recommended():
     with pytest.warns(UserWarning, match="the data hold one mixture"):
         cj.fit(camel5(), (np.tile(R5[:1], (12, 1)), SIZES), y12, key=jax.random.key(0), restarts=1,
                options=cj.FitOptions(max_steps=2, polish=0))  # fmt: skip
+
+
+def test_next_mixture_names_the_columns_of_an_unnamed_fit(files, tmp_path, capsys):
+    """A fit saved without names (format 1, or a fit of arrays): the candidates' columns are named on the command line,
+    and a wrong count is an error naming both."""
+    folder, table, _ = files
+    candidates = candidates_csv(table, tmp_path, order=lambda columns: columns[::-1])
+    code, err = run_cli(next_argv(folder, tmp_path, candidates) + ["--mixture", "r_english,r_chinese"], capsys)
+    assert code == 2 and "--mixture names 2 column(s); the fit has 5 datasets" in err
