@@ -156,9 +156,9 @@ def _candidate_runs(
 def _fit_names(fitted: Any) -> tuple[tuple[str, ...] | None, int]:
     """(the mixture columns the ensemble was fitted on, or None; its number of datasets)."""
     if isinstance(fitted, PipelineFit):
-        return fitted.loss_fit.names, fitted.pipeline.n_datasets
+        return fitted.loss_fit.names or fitted.pipeline.datasets, fitted.pipeline.n_datasets
     if isinstance(fitted, Pipeline):
-        return None, fitted.n_datasets
+        return fitted.datasets, fitted.n_datasets
     if isinstance(fitted, BootstrapResult):
         n = fitted.laws.structure().get("n_datasets") if hasattr(fitted.laws, "structure") else None
         if n is None:
@@ -197,8 +197,8 @@ def next_runs(
       residual).
     - `candidates`: runs not yet trained: `mixture` columns, `size` and `cost` (FLOPs, > 0) columns. Not
       modified. The mixture columns are matched by name: by default those the fit was made on (a `PipelineFit`
-      of named columns: a missing one, or an `r_*` column the fit never saw, is an error), else every `r_*`
-      column in the table's order; `mixture` names them explicitly, in the fit's dataset order.
+      or `Pipeline` of named columns: a missing one, or an `r_*` column the fit never saw, is an error), else
+      every `r_*` column in the table's order; `mixture` names them explicitly, in the fit's dataset order.
     - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `replace`: whether a candidate may be
       chosen again (a replicate with fresh noise; False when each row can be trained once); `key`: the
       optimizer's starts.

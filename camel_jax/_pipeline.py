@@ -87,18 +87,21 @@ class Pipeline(eqx.Module):
     can stand in) fitted on the benchmark-proxy loss k_b . L of benchmark b, and (A_b, B_b, C_b) come from its
     `LossToBenchmark` law (Li, Gu & Zhang 2026, Section 2.2). A batched pipeline (every law with a leading
     resample axis B, e.g. from bootstrap results drawn with the same resamples) gives distributions: `accuracy`
-    and `objective` then return a leading B axis.
+    and `objective` then return a leading B axis. `datasets` names the mixture columns, in order (None when
+    unknown): tables of candidate runs are matched by them.
     """
 
     loss_laws: dict[str, Any]
     benchmark_laws: dict[str, LossToBenchmark]
     benchmark_weights: tuple[tuple[str, float], ...] = eqx.field(static=True)
+    datasets: tuple[str, ...] | None = eqx.field(static=True, default=None)
 
     def __init__(
         self,
         loss_laws: Mapping[str, Any],
         benchmark_laws: Mapping[str, LossToBenchmark],
         benchmark_weights: Mapping[str, float],
+        datasets: Sequence[str] | None = None,
     ):
         check_benchmark_weights(benchmark_weights)
         names = list(benchmark_weights)
@@ -112,6 +115,7 @@ class Pipeline(eqx.Module):
         self.loss_laws = {b: loss_laws[b] for b in names}
         self.benchmark_laws = {b: benchmark_laws[b] for b in names}
         self.benchmark_weights = tuple((b, float(w)) for b, w in benchmark_weights.items())
+        self.datasets = None if datasets is None else tuple(str(d) for d in datasets)
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
@@ -257,7 +261,8 @@ def fit_pipeline(
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
     loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
     weights = {b: objective[b] for b in names}
-    pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights)
+    datasets = named_columns(data.columns)
+    pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights, datasets)
     noise = _objective_noise(benchmarks, weights)
     if n_resamples <= 0:
         return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None,
@@ -274,7 +279,7 @@ def fit_pipeline(
     calibration = None
     if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 32 resamples
         calibration = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
-    return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights), loss_fit=loss_fit,
+    return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, objective_noise=noise)  # fmt: skip
 
 

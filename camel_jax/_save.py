@@ -35,7 +35,8 @@ from ._fit import FitResult
 from ._pipeline import Pipeline, PipelineFit
 from .laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 
-# 2: a FitResult records its mixture column names (`names`); files of version 1 load with names None.
+# 2: a FitResult records its mixture column names (`names`), a Pipeline its `datasets`; files of version 1 load
+# with None for both.
 FORMAT_VERSION = 2
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
@@ -211,6 +212,7 @@ def _pipeline_meta(pipeline: Pipeline, known: dict[str, type]) -> dict[str, Any]
         "loss_laws": {b: _law_descriptor(law, known) for b, law in pipeline.loss_laws.items()},
         "benchmark_laws": {b: _law_descriptor(law, known) for b, law in pipeline.benchmark_laws.items()},
         "weights": [[b, w] for b, w in pipeline.benchmark_weights],
+        "datasets": None if pipeline.datasets is None else list(pipeline.datasets),
     }
 
 
@@ -389,7 +391,10 @@ def _pipeline_skeleton(meta: Any, where: str, known: dict[str, type]) -> Pipelin
         pairs[item[0]] = float(item[1])
     loss = {b: _template(d, f"{where}: loss law {b!r}", known) for b, d in loss_meta.items()}
     bench = {b: _template(d, f"{where}: benchmark law {b!r}", known) for b, d in bench_meta.items()}
-    return Pipeline(loss, bench, pairs)
+    pipeline = Pipeline(loss, bench, pairs, _names(meta.get("datasets"), f"{where}: datasets"))
+    if pipeline.datasets is not None and len(pipeline.datasets) != pipeline.n_datasets:
+        raise ValueError(f"{where}: datasets names {len(pipeline.datasets)} columns for {pipeline.n_datasets}")
+    return pipeline
 
 
 def _pipeline_picks(pipeline: Pipeline, prefix: str, pick: Any) -> list[tuple[str, Any]]:

@@ -620,7 +620,7 @@ def _mixture_names(saved: Any, n: int) -> list[str]:
     from ._pipeline import PipelineFit
 
     fitted = saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
-    names = getattr(fitted, "names", None)
+    names = getattr(fitted, "names", None) or getattr(saved, "datasets", None)
     return list(names) if names is not None and len(names) == n else [f"dataset {j}" for j in range(n)]
 
 
@@ -754,7 +754,7 @@ def _candidate_columns(saved: Any, candidates: Any, path: str, mixture: str | No
         if n is None:
             raise UserError(f"`next` needs a law of the mixture; this one is a {type(law).__name__}")
     fitted = _training_data(saved) if not isinstance(saved, (Pipeline, BootstrapResult)) else None
-    names = getattr(fitted, "names", None)
+    names = getattr(fitted, "names", None) or getattr(saved, "datasets", None)
     if len(candidates) == 0:
         raise UserError(f"{path} has no rows: no candidate runs to choose from")
     if mixture is not None:
@@ -849,7 +849,7 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
                             "noise are that objective's): drop --objective/--weights")  # fmt: skip
         fitted, pipeline = saved, saved.pipeline if saved.pipelines is None else saved.pipelines
     else:
-        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args))
+        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args), saved.datasets)
         fitted = pipeline
     if not (pipeline.batch_shape and args.reference):
         point = saved.pipeline if isinstance(saved, PipelineFit) else pipeline

@@ -708,3 +708,24 @@ def test_next_mixture_names_the_columns_of_an_unnamed_fit(files, tmp_path, capsy
     candidates = candidates_csv(table, tmp_path, order=lambda columns: columns[::-1])
     code, err = run_cli(next_argv(folder, tmp_path, candidates) + ["--mixture", "r_english,r_chinese"], capsys)
     assert code == 2 and "--mixture names 2 column(s); the fit has 5 datasets" in err
+
+
+def test_a_named_pipeline_keeps_its_columns_and_next_runs_matches_them_by_name(tmp_path):
+    """Before: next_runs took the candidates' r_* columns by position, so a reordered table ranked differently."""
+    point = pipeline()
+    named = cj.Pipeline(point.loss_laws, point.benchmark_laws, {"mmlu": 1.0}, datasets=("r_a", "r_b", "r_c"))
+    assert cj.load(cj.save(named, tmp_path / "named.npz")).datasets == ("r_a", "r_b", "r_c")
+    ensemble = jax.tree.map(lambda a: jnp.stack([a, 1.01 * a, 0.98 * a]), named)
+    table = candidates().assign(size=np.tile([4.0, 8.0, 16.0], 4))
+
+    def rank(frame):
+        out = cj.next_runs(ensemble, frame, budget=3.0, target_size=16.0, key=jax.random.key(0), batch=3, noise=1e-4)
+        return out.index.tolist(), out["score"].to_numpy()
+
+    index, score = rank(table)
+    reordered_index, reordered_score = rank(table[["flops", "r_c", "size", "r_a", "r_b"]])
+    assert index == reordered_index and np.allclose(score, reordered_score, rtol=1e-12)
+    with pytest.raises(ValueError, match="`candidates` has no column 'r_b'; the fit's mixture columns are"):
+        rank(table.drop(columns="r_b"))
+    with pytest.raises(ValueError, match="mixture column 'r_d' the fit never saw"):
+        rank(table.assign(r_d=0.0))
