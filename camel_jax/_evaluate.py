@@ -205,6 +205,9 @@ def extrapolation_error(
         if not np.any(np.isclose(size, s)):
             raise ValueError(f"no rows at the held-out size {s}; sizes present: {sorted(set(size.tolist()))}")
     train = np.atleast_1d(np.asarray(train_sizes, dtype=float))
+    if masks is not None:  # the sizes the masks train on
+        trained = np.atleast_2d(np.asarray(masks, dtype=float)) * np.asarray(data.weight)[None, :]
+        train = np.unique(size[(trained > 0).any(axis=0)])
     if train.size == 0 or not np.all(np.isfinite(train)):
         raise ValueError(f"`train_sizes` must list the (finite) sizes to fit on; got {list(train)}")
     inside = test_sizes[test_sizes <= train.max()]
