@@ -55,10 +55,12 @@ def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
         == 0
     )
     printed = capsys.readouterr().out
-    mixture = [float(x) for x in printed.split("optimal mixture: ")[1].splitlines()[0].split(", ")]
+    pairs = [part.split() for part in printed.split("optimal mixture: ")[1].splitlines()[0].split(", ")]
+    mixture = [float(x) for _, x in pairs]
     assert abs(sum(mixture) - 1) < 1e-3 and all(x >= 0 for x in mixture)
     runs = pd.read_csv(runs_csv)
     columns = [c for c in runs.columns if c.startswith("r_")]
+    assert [name for name, _ in pairs] == columns  # the weights are named by the fit's columns
     candidates = runs[columns].drop_duplicates().head(6).assign(size=[12.0, 16.0, 20.0] * 2)
     candidates = candidates.assign(flops=6.0 * candidates["size"] ** 3)
     candidates.to_csv(tmp_path / "candidates.csv", index=False)
