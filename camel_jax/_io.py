@@ -6,6 +6,7 @@ DataFrame's index label), raised before any compute. The caller's DataFrame is n
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -202,12 +203,20 @@ def _accuracies(y: np.ndarray, name: str, labels: Sequence[Any] | None = None) -
     """Accuracies are fractions in [0, 1]: a percent scale or a value outside is an error naming the row."""
     labels = range(len(y)) if labels is None else labels
     y = np.asarray(y, dtype=float)
-    outside = (y < 0) | (y > 1)  # a missing value is left to the weights' checks (it may carry weight 0)
-    if outside.any():
-        i = int(np.argmax(outside))
+    above = y > 1  # a missing value is left to the weights' checks (it may carry weight 0)
+    if above.any():
+        i = int(np.argmax(above))
         known = y[np.isfinite(y)]
         hint = "; is it in percent? divide by 100" if np.all((known >= 0) & (known <= 100)) else ""
         raise ValueError(f"{name} is {y[i]:g} at row {list(labels)[i]!r}: accuracies are fractions in [0, 1]{hint}")
+    below = y < 0
+    if below.any():  # noisy measurements near a chance level of 0 (e.g. simulated ones) can dip below it
+        i = int(np.argmax(below))
+        warnings.warn(
+            f"{name} is {y[i]:g} at row {list(labels)[i]!r} ({int(below.sum())} value(s) below 0): accuracies are "
+            "fractions in [0, 1]; fitted as given",
+            stacklevel=4,
+        )
     return y
 
 
