@@ -200,7 +200,7 @@ def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
     _warn_sizes(law, arrays, W)
     n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
     if n is not None and np.ndim(arrays[0]) == 2:
-        used = (np.asarray(W).reshape(-1, arrays[0].shape[0]) > 0).all(axis=0)
+        used = (np.asarray(W).reshape(-1, arrays[0].shape[0]) > 0).any(axis=0)  # the data, not one resample
         if len(np.unique(np.round(np.asarray(arrays[0])[used], 12), axis=0)) < 2:
             warnings.warn(
                 "the data hold one mixture: nothing determines how the loss changes with the mixture, so the "
