@@ -14,7 +14,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._checks import check_inits, check_inputs, check_law_inputs, check_targets
+from ._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
 from ._fit import data_template, random_starts, resolve_options, solve_targets
 from ._options import FitOptions
 from ._resample import resample_weights
@@ -135,6 +135,7 @@ def bootstrap(
     weights it used.
     """
     options = resolve_options(options)
+    check_key(key)
     count(restarts, "restarts")
     arrays = check_inputs(inputs)
     check_law_inputs(law, arrays)

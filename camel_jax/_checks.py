@@ -39,8 +39,41 @@ def check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Arr
     return arrays
 
 
+def named_columns(columns: Sequence[str]) -> tuple[str, ...] | None:
+    """The mixture columns a user named, or None for MixtureData's positional defaults (r0, r1, ...)."""
+    columns = tuple(map(str, columns))
+    if not columns or columns == tuple(f"r{j}" for j in range(len(columns))):
+        return None
+    return columns
+
+
+def check_key(key: Any, name: str = "key") -> None:
+    """A `jax.random` key (new-style `jax.random.key` or a legacy uint32[2] `PRNGKey`), not a seed."""
+    ok = isinstance(key, jax.Array) and (
+        jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == jnp.uint32 and key.shape[-1:] == (2,))
+    )
+    if not ok:
+        raise TypeError(f"`{name}` must be a jax.random key (e.g. jax.random.key(0)); got {key!r:.60}")
+
+
+def check_several_mixtures(r: ArrayLike, weights: ArrayLike | None, what: str) -> None:
+    """A decision about mixtures needs runs at two or more distinct mixtures (with positive weight)."""
+    r = np.asarray(r)
+    if r.ndim != 2:
+        return
+    used = np.ones(len(r), bool) if weights is None else (np.asarray(weights).reshape(-1, len(r)) > 0).any(axis=0)
+    n_mixtures = len(np.unique(np.round(r[used], 12), axis=0))
+    if n_mixtures < 2:
+        raise ValueError(
+            f"{what} holds {n_mixtures} distinct mixture: nothing is known about how the outcome changes with the "
+            "mixture, so no mixture can be recommended; train runs at several mixtures"
+        )
+
+
 def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
-    """`law(*inputs)` must give one prediction per point, shape (P,): checked on shapes alone (eval_shape)."""
+    """`law(*inputs)` must give one prediction per point, shape (P,): checked on shapes alone (eval_shape); a
+    mixture law's rows lie on the simplex and its sizes and tokens are > 0 (checked on the host)."""
+    check_law(law)
     P = arrays[0].shape[0]
     n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
     if n is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != n):
@@ -48,6 +81,13 @@ def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
             f"`inputs[0]` (the mixture) must have shape (P, n_datasets)=({P}, {n}) for this law; got "
             f"{arrays[0].shape}. Is a mixture column missing or extra?"
         )
+    if n is not None:
+        _check_simplex(arrays[0])
+        for i, a in enumerate(arrays[1:], start=1):
+            _check_positive(a, f"inputs[{i}] (model size or tokens)")
+    elif hasattr(law, "size_parameters") and law.size_parameters() is not None:
+        position = law.size_parameters()[0]
+        _check_positive(arrays[position], f"inputs[{position}] (model size)")
     shapes = [a.shape for a in arrays]
     hint = " (size and token arrays must be 1-D, shape (P,))" if any(a.ndim > 1 for a in arrays[1:]) else ""
     try:
@@ -60,6 +100,43 @@ def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
             f"law(*inputs) has shape {getattr(out, 'shape', None)}, not ({P},): every input must have one row per "
             f"point{hint} (got shapes {shapes})"
         )
+
+
+def check_law(law: Any, name: str = "law") -> None:
+    """A law instance, not its class."""
+    if isinstance(law, type):
+        raise TypeError(
+            f"`{name}` must be a law instance, not the class {law.__name__}: pass an instance, e.g. "
+            f"{law.__name__}.sample_init(jax.random.key(0), ...) or {law.__name__}.from_params(...)"
+        )
+
+
+# rows of a mixture may be rounded (as in tables, see camel_jax._io.MIXTURE_SUM_TOLERANCE)
+_SIMPLEX_TOLERANCE = 1e-2
+
+
+def _check_simplex(r: Array) -> None:
+    rn = np.asarray(r)
+    if rn.dtype.kind not in "fiu":
+        return
+    negative = rn < 0
+    if negative.any():
+        i, j = np.argwhere(negative)[0]
+        raise ValueError(f"`inputs[0]` (the mixture) has a negative weight {rn[i, j]:g} at row {i}, column {j}")
+    off = np.abs(rn.sum(axis=1) - 1.0) > _SIMPLEX_TOLERANCE
+    if off.any():
+        i = int(np.argmax(off))
+        raise ValueError(
+            f"`inputs[0]` (the mixture) row {i} sums to {rn[i].sum():.6g}, not 1: each row is a mixture (weights "
+            "summing to 1); is a column missing, or are they percentages?"
+        )
+
+
+def _check_positive(a: Array, name: str) -> None:
+    an = np.asarray(a)
+    if an.dtype.kind in "fiu" and np.any(an <= 0):
+        i = int(np.argmax(np.ravel(an <= 0)))
+        raise ValueError(f"`{name}` must be > 0 (it enters through its logarithm); got {np.ravel(an)[i]:g} at row {i}")
 
 
 def check_inits(law: Any, inits: Any) -> None:
@@ -127,6 +204,15 @@ def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
             stacklevel=3,
         )
     _warn_sizes(law, arrays, W)
+    n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
+    if n is not None and np.ndim(arrays[0]) == 2:
+        used = (np.asarray(W).reshape(-1, arrays[0].shape[0]) > 0).any(axis=0)  # the data, not one resample
+        if len(np.unique(np.round(np.asarray(arrays[0])[used], 12), axis=0)) < 2:
+            warnings.warn(
+                "the data hold one mixture: nothing determines how the loss changes with the mixture, so the "
+                "mixture parameters are arbitrary and no mixture can be recommended from this fit",
+                stacklevel=3,
+            )
 
 
 def _warn_sizes(law: Any, arrays: tuple[Array, ...], W: Array) -> None:

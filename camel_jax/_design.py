@@ -135,9 +135,13 @@ def allocate(
         raise ValueError(
             f"`cost_per_run` must be finite and > 0 for every size; size {sizes_arr[bad]:g} costs {cost[bad]}"
         )
-    cap = np.broadcast_to(np.asarray(max_per_size, dtype=int), (S,))
-    if np.any(cap < 0):
-        raise ValueError("`max_per_size` must be >= 0")
+    try:
+        raw_cap = np.broadcast_to(np.asarray(max_per_size, dtype=float), (S,))
+    except (TypeError, ValueError):
+        raise ValueError(f"`max_per_size` must be an integer or one per size ({S}); got {max_per_size!r}") from None
+    if not np.all(np.isfinite(raw_cap)) or np.any(raw_cap != np.round(raw_cap)) or np.any(raw_cap < 0):
+        raise ValueError(f"`max_per_size` must be whole numbers of runs >= 0; got {max_per_size!r}")
+    cap = raw_cap.astype(int)
     if not (np.isfinite(budget) and budget >= 0):
         raise ValueError(f"`budget` must be finite and >= 0; got {budget}")
     counts = np.zeros(S, dtype=int)
@@ -177,6 +181,15 @@ def sample_design(
         if column not in runs.columns:
             raise ValueError(f"column {column!r} not found in `runs`; available: {list(runs.columns)}")
     sizes = np.sort(runs[size].unique())
+    per_size = runs.groupby(size)[cost]
+    varying = (per_size.max() - per_size.min()).abs() > 1e-9 * per_size.max().abs()  # beyond rounding
+    if varying.any():
+        s = varying.idxmax()
+        low, high = per_size.min()[s], per_size.max()[s]
+        raise ValueError(
+            f"column {cost!r} varies within size {s:g} ({low:g} to {high:g}): a design allocates runs by size, so each "
+            "size needs one cost per run; split the sizes or make their costs equal"
+        )
     costs = np.array([runs.loc[runs[size] == s, cost].max() for s in sizes])
     available = np.array([(runs[size] == s).sum() for s in sizes])
     counts = allocate(strategy, sizes, costs, budget, available)

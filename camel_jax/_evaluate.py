@@ -35,6 +35,15 @@ def _score(pred: np.ndarray, y: np.ndarray, metric: str) -> np.ndarray:
     return np.sqrt(np.mean((pred - y[None, :]) ** 2, axis=1))
 
 
+def _score_se(pred: np.ndarray, y: np.ndarray, metric: str) -> np.ndarray:
+    """The standard error of `_score` over the held-out points (NaN for RMSE, or for fewer than 2 points): the
+    noise of a held-out comparison, for a one-standard-error rule."""
+    if metric == "rmse" or y.shape[0] < 2:
+        return np.full(pred.shape[0], np.nan)
+    per_point = 100.0 * np.abs(pred / y[None, :] - 1.0) if metric == "mape" else np.abs(pred - y[None, :])
+    return np.std(per_point, axis=1, ddof=1) / np.sqrt(y.shape[0])
+
+
 def training_masks(
     data: MixtureData,
     train_sizes: Sequence[float],
@@ -188,7 +197,8 @@ def extrapolation_error(
 ) -> pd.DataFrame:
     """The paper's protocol for one law: choose training runs, fit, score on the held-out size(s); repeat.
 
-    All repeats are one multi-target fit over 0/1 weight masks (`training_masks`, or `masks` given). `law` is a
+    All repeats are one multi-target fit over 0/1 weight masks (`training_masks`, or `masks` given; with neither
+    `n_points` nor a `strategy`, one fit on every run at `train_sizes`). `law` is a
     law template (fitted on `data.inputs` with `restarts` and `options`) or a `DMLNested`. Returns a tidy frame
     (repeat, test_size, n_train, error, converged | n_skipped) with `metric` in "mape" (percent), "mae", "rmse".
 
@@ -210,7 +220,21 @@ def extrapolation_error(
     for s in test_sizes:
         if not np.any(np.isclose(size, s)):
             raise ValueError(f"no rows at the held-out size {s}; sizes present: {sorted(set(size.tolist()))}")
+    train = np.atleast_1d(np.asarray(train_sizes, dtype=float))
+    if masks is not None:  # the sizes the masks train on
+        trained = np.atleast_2d(np.asarray(masks, dtype=float)) * np.asarray(data.weight)[None, :]
+        train = np.unique(size[(trained > 0).any(axis=0)])
+    if train.size == 0 or not np.all(np.isfinite(train)):
+        raise ValueError(f"`train_sizes` must list the (finite) sizes to fit on; got {list(train)}")
+    inside = test_sizes[test_sizes <= train.max()]
+    if inside.size:
+        raise ValueError(
+            f"held-out size {inside[0]:g} is not beyond the training sizes {sorted(set(train.tolist()))}: the protocol "
+            "scores extrapolation to larger models; hold out sizes above every training size"
+        )
     k_masks, k_fit = jax.random.split(key)
+    if masks is None and strategy is None and n_points is None:  # every run at the training sizes, once
+        masks = np.isin(size, train)[None, :].astype(float)
     if masks is None:
         masks = training_masks(
             data,
@@ -228,9 +252,11 @@ def extrapolation_error(
     for s in test_sizes:
         test = np.isclose(size, s)
         pred, extra = predict(float(s), test)
+        se = _score_se(pred, y[test], metric)
         for i, error in enumerate(_score(pred, y[test], metric)):
             n_train = int(masks[i].astype(bool).sum())
-            rows.append({"repeat": i, "test_size": s, "n_train": n_train, "error": error} | extra[i])
+            rows.append({"repeat": i, "test_size": s, "n_train": n_train, "error": error, "error_se": se[i]}
+                        | extra[i])  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -82,6 +82,7 @@ class FitResult(eqx.Module):
       finish, stopped on slow progress). `converged` is CONVERGED or STALLED.
     - `n_failed`: starts that ended non-finite (never chosen as best).
     - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
+    - `names`: the mixture columns of `inputs[0]`, in order (None when unknown); tables are matched by them.
     """
 
     law: Any
@@ -97,6 +98,7 @@ class FitResult(eqx.Module):
     y: Array
     weights: Array
     log_residuals: bool = eqx.field(static=True, default=True)
+    names: tuple[str, ...] | None = eqx.field(static=True, default=None)  # the mixture columns, when known
 
     @property
     def n_targets(self) -> int | None:

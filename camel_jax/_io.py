@@ -6,6 +6,7 @@ DataFrame's index label), raised before any compute. The caller's DataFrame is n
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -136,7 +137,7 @@ class BenchmarkData(eqx.Module):
             raise ValueError(f"`L` must have shape (P, n_losses); got {L.shape}")
         columns = tuple(columns) or tuple(f"L{j}" for j in range(L.shape[1]))
         _finite_columns(L, columns)
-        y = _row_argument(y, "y", len(L))
+        y = _accuracies(_row_argument(y, "y", len(L)), "`y` (accuracy)")
         w = _row_argument(weight, "weight", len(L)) if weight is not None else None
         w = _weights(w, _Rows([], {"weight": "`weight`"}, range(len(L))))
         self.L, self.y, self.weight = jnp.asarray(L), jnp.asarray(y), jnp.asarray(w)
@@ -170,7 +171,53 @@ def positive_columns(df: pd.DataFrame, columns: dict[str, str]) -> dict[str, Arr
     return {role: jnp.asarray(_positive_column(df, column, role)) for role, column in columns.items()}
 
 
+def match_mixture_columns(df: pd.DataFrame, names: Sequence[str] | None, n_datasets: int, what: str) -> list[str]:
+    """The mixture columns of `df` for a result fitted on the columns `names` (in the fit's order, whatever the
+    table's): a missing one, or an `r_*` column the fit never saw, is an error naming it. Without names (a result
+    of arrays), the table's `r_*` columns in its own order, which must be `n_datasets` of them."""
+    prefixed = [str(c) for c in df.columns if str(c).startswith("r_")]
+    if names is None:
+        if len(prefixed) != n_datasets:
+            raise ValueError(
+                f"{what} has {len(prefixed)} mixture (r_*) column(s) {prefixed}; the fit has {n_datasets} datasets "
+                "(and no column names: name them in the fit's order, `mixture=` or --mixture)"
+            )
+        return prefixed
+    names = [str(c) for c in names]
+    if len(names) != n_datasets:
+        raise ValueError(f"the fit names {len(names)} mixture columns {names} for {n_datasets} datasets")
+    present = {str(c) for c in df.columns}
+    missing = [c for c in names if c not in present]
+    if missing:
+        raise ValueError(f"{what} has no column {missing[0]!r}; the fit's mixture columns are {names}")
+    extra = [c for c in prefixed if c not in names]
+    if extra:
+        raise ValueError(f"{what} has a mixture column {extra[0]!r} the fit never saw; the fit's are {names}")
+    return names
+
+
 # --- checks -------------------------------------------------------------------------------------------------
+
+
+def _accuracies(y: np.ndarray, name: str, labels: Sequence[Any] | None = None) -> np.ndarray:
+    """Accuracies are fractions in [0, 1]: a percent scale or a value outside is an error naming the row."""
+    labels = range(len(y)) if labels is None else labels
+    y = np.asarray(y, dtype=float)
+    above = y > 1  # a missing value is left to the weights' checks (it may carry weight 0)
+    if above.any():
+        i = int(np.argmax(above))
+        known = y[np.isfinite(y)]
+        hint = "; is it in percent? divide by 100" if np.all((known >= 0) & (known <= 100)) else ""
+        raise ValueError(f"{name} is {y[i]:g} at row {list(labels)[i]!r}: accuracies are fractions in [0, 1]{hint}")
+    below = y < 0
+    if below.any():  # noisy measurements near a chance level of 0 (e.g. simulated ones) can dip below it
+        i = int(np.argmax(below))
+        warnings.warn(
+            f"{name} is {y[i]:g} at row {list(labels)[i]!r} ({int(below.sum())} value(s) below 0): accuracies are "
+            "fractions in [0, 1]; fitted as given",
+            stacklevel=4,
+        )
+    return y
 
 
 def _column_list(columns: Any, name: str) -> list[str]:
@@ -345,4 +392,5 @@ def _parse_benchmark_frame(
     L = np.stack([_numeric(df, c) for c in losses], axis=1)
     rows = _Rows(list(losses), {"weight": f"column {weight!r}"}, df.index)
     w = _weights(_numeric(df, weight) if weight else None, rows)
-    return jnp.asarray(L), jnp.asarray(_numeric(df, target)), jnp.asarray(w)
+    y = _accuracies(_numeric(df, target), f"column {target!r} (accuracy)", df.index)
+    return jnp.asarray(L), jnp.asarray(y), jnp.asarray(w)

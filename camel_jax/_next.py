@@ -15,8 +15,9 @@ import pandas as pd
 from jaxtyping import Array, ArrayLike
 
 from ._bootstrap import BootstrapResult
-from ._io import MixtureData
-from ._optimize import optimal_mixture
+from ._checks import check_key
+from ._io import MixtureData, match_mixture_columns
+from ._optimize import _reference_mixture, check_model_size, optimal_mixture
 from ._pipeline import Pipeline, PipelineFit
 
 NEXT_COLUMNS = ("order", "score", "score_per_flop", "cost", "cumulative_cost", "sd_after")
@@ -140,12 +141,36 @@ def _ensemble(fitted: Any, noise: float | None, target_size: float) -> tuple[Any
     raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
 
 
-def _candidate_runs(candidates: Any, mixture: Sequence[str] | None, size: str, cost: str) -> MixtureData:
-    """The candidates' mixtures, sizes and costs (as the target), checked like any runs table."""
+def _candidate_runs(
+    candidates: Any, mixture: Sequence[str] | None, names: Sequence[str] | None, n: int, size: str, cost: str
+) -> MixtureData:
+    """The candidates' mixtures, sizes and costs (as the target), checked like any runs table. The mixture columns
+    are `mixture` when given, else those the fit was made on (`names`, matched by name), else the `r_*` columns."""
     if not isinstance(candidates, pd.DataFrame):
         raise TypeError(f"`candidates` must be a DataFrame; got {type(candidates).__name__}")
-    columns = list(mixture) if mixture is not None else [c for c in candidates.columns if str(c).startswith("r_")]
+    if len(candidates) == 0:
+        raise ValueError("`candidates` is empty: no runs to choose from")
+    if mixture is not None:
+        columns = list(mixture)
+        if len(columns) != n:
+            raise ValueError(f"`mixture` names {len(columns)} column(s) {columns}; the fit has {n} datasets")
+    else:
+        columns = match_mixture_columns(candidates, names, n, "`candidates`")
     return MixtureData.from_frame(candidates, mixture=columns, target=cost, size=size)
+
+
+def _fit_names(fitted: Any) -> tuple[tuple[str, ...] | None, int]:
+    """(the mixture columns the ensemble was fitted on, or None; its number of datasets)."""
+    if isinstance(fitted, PipelineFit):
+        return fitted.loss_fit.names or fitted.pipeline.datasets, fitted.pipeline.n_datasets
+    if isinstance(fitted, Pipeline):
+        return fitted.datasets, fitted.n_datasets
+    if isinstance(fitted, BootstrapResult):
+        n = fitted.laws.structure().get("n_datasets") if hasattr(fitted.laws, "structure") else None
+        if n is None:
+            raise ValueError("`fitted` must be a bootstrap of a mixture law (one declaring n_datasets)")
+        return None, int(n)
+    raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
 
 
 def next_runs(
@@ -176,8 +201,10 @@ def next_runs(
     - `fitted`: a `PipelineFit` with resamples (its `objective_noise` is the default `noise`), a batched
       `Pipeline`, or a `BootstrapResult` of a law of (r, M) (lower is better; pass `noise`, e.g. the fit's rms
       residual).
-    - `candidates`: runs not yet trained: `mixture` columns (default: every `r_*` column), `size` and `cost`
-      (FLOPs, > 0) columns. Not modified.
+    - `candidates`: runs not yet trained: `mixture` columns, `size` and `cost` (FLOPs, > 0) columns. Not
+      modified. The mixture columns are matched by name: by default those the fit was made on (a `PipelineFit`
+      or `Pipeline` of named columns: a missing one, or an `r_*` column the fit never saw, is an error), else
+      every `r_*` column in the table's order; `mixture` names them explicitly, in the fit's dataset order.
     - `target_size`: the model size the decision is for.
     - `budget`: FLOPs the batch may spend; `batch`: at most this many runs; `replace`: whether a candidate may be
       chosen again (a replicate with fresh noise; False when each row can be trained once); `key`: the
@@ -189,12 +216,21 @@ def next_runs(
     once the runs so far are measured). Empty when no candidate fits the budget or none would tell anything.
     `attrs["recommended"]` is r* [n] and `attrs["sd_before"]` the sd of q over the resamples today.
     """
+    check_key(key)
+    if noise is not None and not (isinstance(noise, (int, float, np.number)) and np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"`noise` must be a finite number >= 0 (the sd of one measured outcome); got {noise!r}")
+    target_size = check_model_size(target_size, "target_size")
     f, objective, options, noise_sd = _ensemble(fitted, noise, target_size)
-    if not (np.isfinite(budget) and budget > 0):
+    if not (np.isfinite(noise_sd) and noise_sd >= 0):
+        raise ValueError(f"the fit's outcome noise is {noise_sd!r}: pass `noise` (the sd of one measured outcome)")
+    if not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
         raise ValueError(f"`budget` must be a positive number of FLOPs; got {budget!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"`batch` must be an integer >= 1; got {batch!r}")
-    table = _candidate_runs(candidates, mixture, size, cost)
+    names, n = _fit_names(fitted)
+    table = _candidate_runs(candidates, mixture, names, n, size, cost)
+    if reference is not None:
+        reference = _reference_mixture(reference, n)
     M_t = jnp.full(1, float(target_size))
     region: dict[str, Any] = {} if max_shift is None else {"reference": reference, "max_shift": max_shift}
     choice = optimal_mixture(objective, table.n_datasets, key=key, **options, **region)

@@ -14,6 +14,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float
 
 from ._calibrate import Calibration
+from ._checks import check_key
 from ._decide import Decision, decide
 from ._pipeline import Pipeline, PipelineFit
 from .laws._base import count
@@ -59,6 +60,10 @@ class MixtureResult(eqx.Module):
     decision: Decision | None = None
 
 
+# Bounds read from a file or typed by hand are rounded: sums within this of 1 are feasible (and made exact).
+BOUND_TOLERANCE = 1e-8
+
+
 def _bounds(n: int, lower, upper, reference, max_shift) -> tuple[np.ndarray, np.ndarray]:
     lo = np.zeros(n) if lower is None else _bound_array(lower, n, "lower")
     hi = np.ones(n) if upper is None else _bound_array(upper, n, "upper")
@@ -74,12 +79,18 @@ def _bounds(n: int, lower, upper, reference, max_shift) -> tuple[np.ndarray, np.
     if len(bad):
         j = bad[0]
         raise ValueError(f"infeasible bounds: dataset {j} has lower {lo[j]:.6g} > upper {hi[j]:.6g}")
-    if lo.sum() > 1 + 1e-12:
-        raise ValueError(f"infeasible bounds: the lower bounds sum to {lo.sum():.6g} > 1")
-    if hi.sum() < 1 - 1e-12:
-        raise ValueError(f"infeasible bounds: the upper bounds sum to {hi.sum():.6g} < 1")
+    if lo.sum() > 1 + BOUND_TOLERANCE:
+        raise ValueError(f"infeasible bounds: the lower bounds sum to {lo.sum():.10g} > 1")
+    if hi.sum() < 1 - BOUND_TOLERANCE:
+        raise ValueError(f"infeasible bounds: the upper bounds sum to {hi.sum():.10g} < 1")
     if np.any(lo < 0) or np.any(hi > 1):
         raise ValueError("bounds must lie in [0, 1]")
+    if lo.sum() > 1:  # within rounding of the simplex: the only feasible mixture is `lo` itself
+        lo = lo / lo.sum()
+        hi = np.maximum(hi, lo)
+    if hi.sum() < 1:
+        hi = hi / hi.sum()
+        lo = np.minimum(lo, hi)
     return lo, hi
 
 
@@ -277,6 +288,7 @@ def optimal_mixture(
 
     **Returns**: a `MixtureResult`.
     """
+    check_key(key)
     count(n_datasets, "n_datasets", least=2)
     count(restarts, "restarts")
     count(adam_steps, "adam_steps", least=0)
@@ -316,10 +328,17 @@ def _check_reference(reference: Any, max_shift: Any, verdict: bool) -> None:
 
 
 def _reference_mixture(reference: ArrayLike, n: int) -> np.ndarray:
-    ref = np.asarray(reference, dtype=float)
-    if ref.shape != (n,) or abs(ref.sum() - 1) > 1e-9 or np.any(ref < 0):
-        raise ValueError(f"`reference` must be a mixture of length {n}; got {ref}")
-    return ref
+    try:
+        ref = np.asarray(reference, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"`reference` must be a mixture: {n} numbers summing to 1; got {reference!r:.60}") from None
+    if ref.shape != (n,):
+        raise ValueError(f"`reference` must be a mixture of length {n} (one weight per dataset); got shape {ref.shape}")
+    if not np.all(np.isfinite(ref)) or np.any(ref < 0):
+        raise ValueError(f"`reference` must hold finite weights >= 0; got {ref}")
+    if abs(ref.sum() - 1) > 1e-6:
+        raise ValueError(f"`reference` must sum to 1 (a mixture); its weights sum to {ref.sum():.6g}: {ref}")
+    return ref / ref.sum()
 
 
 def _quantile_level(robust: Any) -> float:

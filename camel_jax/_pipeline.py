@@ -5,6 +5,7 @@ Arrays in, arrays out: the frame-taking front end (`fit_benchmarks`) lives in `_
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import warnings
@@ -19,6 +20,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._calibrate import Calibration, calibrate, warm_starts
+from ._checks import check_key, check_several_mixtures, named_columns
 from ._fit import FitResult, fit, resolve_options
 from ._options import FitOptions
 from ._resample import resample_weights
@@ -56,6 +58,31 @@ OBJECTIVES: Mapping[str, Mapping[str, float]] = MappingProxyType(
 """The paper's four objectives as benchmark weights {objective: {benchmark: w_b}}; read-only (copy with `dict`)."""
 
 
+# Benchmark weights summing to less than this leave an objective whose differences between mixtures are lost to
+# rounding (or underflow): every mixture would look optimal.
+MIN_TOTAL_WEIGHT = 1e-8
+
+
+def check_benchmark_weights(weights: Mapping[str, float], name: str = "benchmark_weights") -> None:
+    """Objective weights are finite numbers >= 0 whose sum is positive (not vanishingly small): otherwise every
+    mixture scores alike and the "optimal mixture" is arbitrary. Raised before any compute."""
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"`{name}` must be a mapping {{benchmark: weight}}; got {type(weights).__name__}")
+    if not weights:
+        raise ValueError(f"`{name}` is empty: name at least one benchmark and its weight")
+    for b, w in weights.items():
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
+            raise ValueError(f"benchmark {b!r} has weight {w!r}: weights must be finite numbers")
+        if w < 0:
+            raise ValueError(f"benchmark {b!r} has a negative weight {w}: the objective maximizes sum_b w_b Acc_b")
+    total = float(sum(float(w) for w in weights.values()))
+    if total < MIN_TOTAL_WEIGHT:
+        raise ValueError(
+            f"the weights in `{name}` sum to {total:g}: the objective is (numerically) constant, so every mixture "
+            "would be 'optimal'; give the benchmarks you care about positive weights (e.g. summing to 1)"
+        )
+
+
 class Pipeline(eqx.Module):
     """Mixture -> accuracy for several benchmarks, and their weighted objective.
 
@@ -65,28 +92,25 @@ class Pipeline(eqx.Module):
     can stand in) fitted on the benchmark-proxy loss k_b . L of benchmark b, and (A_b, B_b, C_b) come from its
     `LossToBenchmark` law (Li, Gu & Zhang 2026, Section 2.2). A batched pipeline (every law with a leading
     resample axis B, e.g. from bootstrap results drawn with the same resamples) gives distributions: `accuracy`
-    and `objective` then return a leading B axis.
+    and `objective` then return a leading B axis. `datasets` names the mixture columns, in order (None when
+    unknown): tables of candidate runs are matched by them.
     """
 
     loss_laws: dict[str, Any]
     benchmark_laws: dict[str, LossToBenchmark]
     benchmark_weights: tuple[tuple[str, float], ...] = eqx.field(static=True)
+    datasets: tuple[str, ...] | None = eqx.field(static=True, default=None)
 
     def __init__(
         self,
         loss_laws: Mapping[str, Any],
         benchmark_laws: Mapping[str, LossToBenchmark],
         benchmark_weights: Mapping[str, float],
+        datasets: Sequence[str] | None = None,
     ):
+        check_benchmark_weights(benchmark_weights)
         names = list(benchmark_weights)
-        if not names:
-            raise ValueError("`benchmark_weights` is empty: name at least one benchmark and its weight")
         for b in names:
-            w = benchmark_weights[b]
-            if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
-                raise ValueError(f"benchmark {b!r} has weight {w!r}: weights must be finite numbers")
-            if w < 0:
-                raise ValueError(f"benchmark {b!r} has a negative weight {w}: the objective maximizes sum_b w_b Acc_b")
             if b not in loss_laws:
                 raise ValueError(f"benchmark {b!r} has a weight but no loss law; loss laws: {sorted(loss_laws)}")
             if b not in benchmark_laws:
@@ -96,6 +120,7 @@ class Pipeline(eqx.Module):
         self.loss_laws = {b: loss_laws[b] for b in names}
         self.benchmark_laws = {b: benchmark_laws[b] for b in names}
         self.benchmark_weights = tuple((b, float(w)) for b, w in benchmark_weights.items())
+        self.datasets = None if datasets is None else tuple(str(d) for d in datasets)
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
@@ -252,13 +277,18 @@ def fit_pipeline(
     **Returns**: a `PipelineFit`: the point `pipeline`, the batched `pipelines` (with resamples), the fits, the
     `calibration` and the `objective_noise`.
     """
+    check_benchmark_weights(objective, "objective")
+    check_key(key)
+    check_several_mixtures(data.r, data.weight, "`data`")
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
     names, Y = _proxy_targets(benchmarks, objective, data.n_points)
     k_fit, k_boot, k_draw = jax.random.split(key, 3)
     W = jnp.broadcast_to(data.weight, Y.shape)
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
+    loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
     weights = {b: objective[b] for b in names}
-    pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights)
+    datasets = named_columns(data.columns)
+    pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights, datasets)
     noise = _objective_noise(benchmarks, weights)
     if n_resamples <= 0:
         return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None,
@@ -275,7 +305,7 @@ def fit_pipeline(
     calibration = None
     if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 32 resamples
         calibration = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
-    return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights), loss_fit=loss_fit,
+    return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, objective_noise=noise)  # fmt: skip
 
 

@@ -12,10 +12,12 @@ parameter is checked before an object is returned.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,7 +36,9 @@ from ._pipeline import Pipeline, PipelineFit
 from .laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 from .laws._legacy import FORMAT_1, upgrade
 
-# 2: CAMEL's well-posed coordinates (issue 29); version-1 files are converted on load (laws/_legacy.py).
+# 2: CAMEL's and CAMELData's well-posed coordinates (issue 29; version-1 files are converted on load,
+# laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
+# version-1 files).
 FORMAT_VERSION = 2
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
@@ -203,7 +207,9 @@ def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
 
 
 def _fit_meta(fit: FitResult, known: dict[str, type]) -> dict[str, Any]:
-    return {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals}
+    names = None if fit.names is None else [str(name) for name in fit.names]
+    return {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals,
+            "names": names}  # fmt: skip
 
 
 def _fit_hash(fit: FitResult) -> str:
@@ -215,6 +221,7 @@ def _pipeline_meta(pipeline: Pipeline, known: dict[str, type]) -> dict[str, Any]
         "loss_laws": {b: _law_descriptor(law, known) for b, law in pipeline.loss_laws.items()},
         "benchmark_laws": {b: _law_descriptor(law, known) for b, law in pipeline.benchmark_laws.items()},
         "weights": [[b, w] for b, w in pipeline.benchmark_weights],
+        "datasets": None if pipeline.datasets is None else list(pipeline.datasets),
     }
 
 
@@ -228,16 +235,42 @@ def _calibration_meta(calibration: Calibration) -> dict[str, Any]:
     }
 
 
+# A temporary file of `_write_atomic` untouched this long belongs to a writer that was killed (SIGKILL, power loss).
+STALE_TMP_SECONDS = 3600.0
+
+
 def _write_atomic(path: Path, write: Any) -> None:
     """Write through a temporary file in the same folder, then rename: a failed write leaves nothing behind."""
+    tmp = _write_temporary(path, write)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_temporary(path: Path, write: Any) -> Path:
+    """Write to a fresh hidden file beside `path` (`.name.<random>.tmp`) and return it; on failure it is removed.
+    Temporary files of `path` left by a killed writer (older than `STALE_TMP_SECONDS`) are removed first."""
+    _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    now = time.time()
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if now - stale.stat().st_mtime > STALE_TMP_SECONDS:
+                stale.unlink()
+        except OSError:  # gone already, or not ours to remove: never a reason to fail a save
+            pass
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
@@ -255,18 +288,44 @@ def _read(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
         raise ValueError(f"{path}: metadata of {infos['__meta__.npy'].file_size} bytes is implausibly large")
     if any(info.compress_type != zipfile.ZIP_STORED for info in infos.values()):
         raise ValueError(f"{path}: compressed entries are not written by camel_jax.save")
+    _check_declared_sizes(path, infos)
     try:
         with np.load(path, allow_pickle=False) as stored:
             meta = json.loads(str(stored["__meta__"]))
             leaves = [stored[f"leaf_{i}"] for i in range(n)]
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} could not be read as a camel_jax.save file: {error}") from None
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path} could not be read as a camel_jax.save file: {message}") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"{path}: metadata nested too deeply or too large to be a camel_jax.save file") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{path}: malformed metadata")
     for i, leaf in enumerate(leaves):
         if leaf.dtype.kind not in "biuf":
             raise ValueError(f"{path}: array leaf_{i} has dtype {leaf.dtype}; saved results hold numbers only")
     return meta, leaves
+
+
+def _check_declared_sizes(path: Path, infos: dict[str, zipfile.ZipInfo]) -> None:
+    """Each array's header must declare no more bytes than its entry holds: a file cannot make `load` allocate
+    what it does not contain."""
+    with zipfile.ZipFile(path) as archive:
+        for name, info in infos.items():
+            try:
+                with archive.open(info) as entry:
+                    version = np.lib.format.read_magic(entry)
+                    fmt = np.lib.format
+                    read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                    shape, _, dtype = read(entry, max_header_size=10_000)
+            except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile) as error:
+                message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                raise ValueError(f"{path}: entry {name} is not a plain array: {message}") from None
+            declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if declared > info.file_size:
+                raise ValueError(
+                    f"{path}: entry {name} declares {declared} bytes of data but holds {info.file_size}: the file is "
+                    "truncated or forged"
+                )
 
 
 def _skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple[Any, list[tuple[str, Any]]]:
@@ -313,7 +372,18 @@ def _fit_skeleton(meta: Any, where: str, known: dict[str, type]) -> FitResult:
         y=zero,
         weights=zero,
         log_residuals=meta["log_residuals"],
+        names=_names(meta.get("names"), where),
     )
+
+
+def _names(value: Any, where: str) -> tuple[str, ...] | None:
+    """A fit's mixture column names from a file: None (version 1 files, fits of arrays) or short strings."""
+    if value is None:
+        return None
+    ok = isinstance(value, list) and 0 < len(value) <= _MAX_STRUCTURE_INT
+    if not (ok and all(isinstance(v, str) and 0 < len(v) <= 1000 for v in value) and len(set(value)) == len(value)):
+        raise ValueError(f"{where}: names must be a list of distinct column names")
+    return tuple(value)
 
 
 def _pipeline_skeleton(meta: Any, where: str, known: dict[str, type]) -> Pipeline:
@@ -330,7 +400,10 @@ def _pipeline_skeleton(meta: Any, where: str, known: dict[str, type]) -> Pipelin
         pairs[item[0]] = float(item[1])
     loss = {b: _template(d, f"{where}: loss law {b!r}", known) for b, d in loss_meta.items()}
     bench = {b: _template(d, f"{where}: benchmark law {b!r}", known) for b, d in bench_meta.items()}
-    return Pipeline(loss, bench, pairs)
+    pipeline = Pipeline(loss, bench, pairs, _names(meta.get("datasets"), f"{where}: datasets"))
+    if pipeline.datasets is not None and len(pipeline.datasets) != pipeline.n_datasets:
+        raise ValueError(f"{where}: datasets names {len(pipeline.datasets)} columns for {pipeline.n_datasets}")
+    return pipeline
 
 
 def _pipeline_picks(pipeline: Pipeline, prefix: str, pick: Any) -> list[tuple[str, Any]]:
@@ -425,6 +498,22 @@ def _check_finite(obj: Any, path: Path) -> None:
         raise ValueError(f"{path}: a law holds non-finite parameters")
 
 
+def _check_fit_data(fitted: FitResult, where: str) -> None:
+    """A fit's data as `fit` would accept them: inputs of one length P and finite, y [P] or [T, P] finite (and > 0
+    under log residuals) where weighted, weights finite, >= 0 and not all zero, one name per mixture column."""
+    from ._checks import check_inputs, check_targets
+
+    try:
+        arrays = check_inputs(fitted.inputs)
+        check_targets(fitted.y, fitted.weights, arrays[0].shape[0], fitted.log_residuals)
+        if np.shape(fitted.weights) != np.shape(fitted.y):
+            raise ValueError(f"`weights` has shape {np.shape(fitted.weights)}, `y` {np.shape(fitted.y)}")
+    except ValueError as error:
+        raise ValueError(f"{where}: the fitted data are invalid: {error}") from None
+    if fitted.names is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != len(fitted.names)):
+        raise ValueError(f"{where}: names {list(fitted.names)} do not match inputs[0] of shape {arrays[0].shape}")
+
+
 def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
     """The parts of a PipelineFit that are not laws: the noise is a number >= 0, the resample counts [B, P] are
     whole numbers >= 0 over the fit's runs, and the calibration's error scales are >= 0, one per benchmark."""
@@ -494,4 +583,8 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     if version < 2:
         obj = upgrade(obj)
     _check_finite(obj, path)
+    if isinstance(obj, FitResult):
+        _check_fit_data(obj, f"{path}")
+    elif isinstance(obj, PipelineFit):
+        _check_fit_data(obj.loss_fit, f"{path}: loss_fit")
     return _checked_pipeline_fit(obj, path) if isinstance(obj, PipelineFit) else obj

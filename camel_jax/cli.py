@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     opt.add_argument(
         "--size", type=float, default=None, help="target model size, in the units of the fit (not for a dml fit)"
     )
+    opt.add_argument("--tokens", type=float, default=None, help="training tokens at the target size (for a fit of "
+                     "a token-aware law: camel-data*, sodm-* with tokens)")  # fmt: skip
     opt.add_argument("--objective", default=None, help="pipeline objective: balanced|math|code|knowledge")
     opt.add_argument("--weights", default=None, help="pipeline weights as name=w,name=w (instead of --objective)")
     opt.add_argument(
@@ -106,6 +108,8 @@ def _next_parser(sub: Any) -> None:
     nxt.add_argument("--fit", required=True, help="a .npz of `camel-jax fit` (bootstrapped here), or camel_jax.save "
                      "of a fit_pipeline result, a batched pipeline or a BootstrapResult")  # fmt: skip
     nxt.add_argument("--candidates", required=True, help="CSV of runs not yet trained: r_* columns, size, flops")
+    nxt.add_argument("--mixture", default=None, help="the candidates' mixture columns, in the fit's dataset order "
+                     "(default: the columns the fit was made on, matched by name)")  # fmt: skip
     nxt.add_argument("--budget", type=float, required=True, help="FLOPs the next runs may spend")
     nxt.add_argument("--size", type=float, required=True, help="the target model size the decision is for")
     nxt.add_argument("--batch", type=int, default=1, help="at most this many runs (default 1)")
@@ -130,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from ._demo import run_demo
 
+            _check_destination(Path(args.out) / "figure")
+
             run_demo(seed=args.seed, out=args.out, quick=args.quick)
         elif args.command == "fit":
             _fit(args)
@@ -142,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"camel-jax {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"camel-jax {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (ValueError, TypeError, KeyError, FileNotFoundError, OSError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         print(f"camel-jax {args.command}: error: {message}", file=sys.stderr)
@@ -199,29 +208,35 @@ def _read_csv(path: str):
     return df
 
 
-def _check_destination(prefix: Path) -> None:
-    """Fail before any compute when the outputs cannot be written."""
+def _check_destination(prefix: Path, suffixes: tuple[str, ...] = ("",)) -> None:
+    """Fail before any compute when the outputs (`prefix` + each suffix) cannot be written."""
     folder = prefix.parent if str(prefix.parent) else Path(".")
     existing = folder
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(f"cannot write the outputs to {folder}/ (--out {prefix}): not a writable folder")
+    for suffix in suffixes:
+        path = Path(f"{prefix}{suffix}")
+        if path.is_dir():
+            raise UserError(f"cannot write {path} (--out {prefix}): it is a folder")
 
 
 def _write_outputs(files: dict[Path, Any]) -> None:
-    """Write every output or none: each through a temporary file, then renamed; on failure nothing is left."""
-    from ._save import _write_atomic
+    """Write every output or none: each to a temporary file beside it, and only when all are written are they
+    renamed into place. A failure removes only this run's temporary files: earlier outputs at the same paths stay."""
+    from ._save import _write_temporary
 
-    written: list[Path] = []
+    written: dict[Path, Path] = {}
     try:
         for path, write in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, write)
-            written.append(path)
+            written[path] = _write_temporary(path, write)
+        for path, tmp in written.items():
+            os.replace(tmp, path)
     except BaseException:
-        for path in written:
-            path.unlink(missing_ok=True)
+        for tmp in written.values():
+            tmp.unlink(missing_ok=True)
         raise
 
 
@@ -337,6 +352,7 @@ def _check_one_size(args: argparse.Namespace, df: Any) -> None:
 def _fit(args: argparse.Namespace) -> None:
     import jax
 
+    from ._checks import check_several_mixtures
     from ._fit import fit
     from ._options import Status
     from ._save import save_to
@@ -346,14 +362,19 @@ def _fit(args: argparse.Namespace) -> None:
     if args.resamples < 0:
         raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
     prefix = Path(args.out)
-    _check_destination(prefix)
+    _check_destination(prefix, (".json", ".npz", ".png"))
     df = _read_csv(args.csv)
     if args.law == "auto":
         args = _choose_law(args, df)
     table = _fit_columns(args, df)
+    if table.data is not None:
+        check_several_mixtures(table.data.r, table.data.weight, f"{args.csv}")
+    if not getattr(args, "collinearity_said", False):
+        _warn_collinear(table)
     template = _law_template(args, table)
     key = jax.random.key(args.seed)
     result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts)
+    result = dataclasses.replace(result, names=tuple(table.mixture) or None)
     out = {
         "law": type(result.law).__name__,
         "csv": args.csv,
@@ -362,7 +383,11 @@ def _fit(args: argparse.Namespace) -> None:
         "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
         "best_status": Status(int(result.best_status)).label,
     }
-    boot = _intervals(args, result, table, key, out)
+    try:
+        boot = _intervals(args, result, table, key, out)
+    except KeyboardInterrupt:  # the fit is done: keep it, without intervals
+        print("interrupted during the bootstrap: writing the fit without intervals", file=sys.stderr)
+        boot = None
     fig = _fit_figure(table, result, boot, out["law"], args.target)
     _write_outputs(
         {
@@ -382,6 +407,7 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     import jax
 
     from ._select import select_law
+    from .laws._base import n_free_parameters
 
     size = args.size or "size"
     if size not in df.columns or df[size].nunique() < 4:  # below 3 training sizes, a held-out score says little
@@ -391,15 +417,54 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     names = [name for name in AUTO_LAWS if tokens is not None or name not in TOKEN_LAWS]
     base = _fit_columns(argparse.Namespace(**(vars(args) | {"law": "camel-data" if tokens else "camel-tied"})), df)
     laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), base) for name in names}
+    _warn_collinear(base)
     try:
-        winner, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16))
+        best, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16))
     except ValueError as error:
         raise UserError(f"--law auto: {error}") from None
     mean = table.groupby("law", sort=False)["error"].mean().sort_values()
     held_out = ", ".join(f"{s:.4g}" for s in sorted(table["test_size"].unique()))
     print(f"--law auto: held-out MAPE at size {held_out}: " + ", ".join(f"{n} {e:.3f}%" for n, e in mean.items()))
+    se = float(table.loc[table["law"] == best, "error_se"].mean())
+    winner = simplest_within(mean.to_dict(), {name: n_free_parameters(law) for name, law in laws.items()}, best, se)
+    if winner != best:
+        print(
+            f"--law auto: {winner} ({mean[winner]:.3f}%) is within one standard error ({se:.3f}%, over the held-out "
+            f"runs) of {best} ({mean[best]:.3f}%): the difference is noise, so the simpler law "
+            f"({n_free_parameters(laws[winner])} vs {n_free_parameters(laws[best])} free parameters) is fitted"
+        )
     print(f"--law auto: fitting {winner} on every run")
-    return argparse.Namespace(**(vars(args) | {"law": winner}))
+    return argparse.Namespace(**(vars(args) | {"law": winner, "collinearity_said": True}))
+
+
+def simplest_within(errors: dict[str, float], n_params: dict[str, int], best: str, se: float) -> str:
+    """The one-standard-error rule: among the laws whose held-out error is within `se` of the best law's, the one
+    with the fewest free parameters (ties: the lower error). Without a finite `se`, the best law."""
+    if not np.isfinite(se):
+        return best
+    close = [name for name, e in errors.items() if np.isfinite(e) and e <= errors[best] + se]
+    return min(close, key=lambda name: (n_params[name], errors[name]))
+
+
+# Correlation of log tokens with log size above which a law of both cannot tell their effects apart.
+COLLINEAR = 0.99
+
+
+def _warn_collinear(table: _Table) -> None:
+    """Say so when the tokens column is (nearly) a function of the size column."""
+    if table.tokens is None or table.size is None:
+        return
+    size = np.log(np.asarray(table.inputs[table.inputs_index(table.size)], dtype=float))
+    tokens = np.log(np.asarray(table.inputs[table.inputs_index(table.tokens)], dtype=float))
+    if np.ptp(size) == 0 or np.ptp(tokens) == 0:
+        return
+    corr = float(np.corrcoef(size, tokens)[0, 1])
+    if abs(corr) > COLLINEAR:
+        print(
+            f"warning: tokens and size are collinear in this table (correlation of their logs {corr:.4f}): a law "
+            "of both cannot separate their effects; predictions off that line (other tokens per parameter) are not "
+            "supported by these data"
+        )
 
 
 def _best_starts(result: Any, n: int = 4) -> Any:
@@ -438,7 +503,7 @@ def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: st
     with_groups = MixtureData(r=data.r, y=data.y, size=data.size, tokens=data.tokens, group=groups)
     if data.tokens is None:
         return plot.loss_vs_size(with_groups, result.law, bootstrap=boot)
-    return plot.loss_vs_size(with_groups, _fixed_tokens(result.law, data), bootstrap=None)
+    return plot.loss_vs_size(with_groups, _token_path(result.law, data), bootstrap=None)
 
 
 def _print_fit(out: dict[str, Any], boot: Any) -> None:
@@ -491,12 +556,15 @@ def _print_params(out: dict[str, Any]) -> None:
         print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
 
 
-def _fixed_tokens(law: Any, data: Any):
-    """A token-aware law drawn against size at the median token count (for the figure only)."""
+def _token_path(law: Any, data: Any):
+    """A token-aware law drawn against size along the table's own tokens-for-size line (log tokens regressed on
+    log size), so the curves pass through the runs (for the figure only)."""
     import jax.numpy as jnp
 
-    tokens = float(np.median(np.asarray(data.tokens)))
-    return lambda r, size: law(r, size, jnp.full(size.shape, tokens))
+    log_size, log_tokens = np.log(np.asarray(data.size)), np.log(np.asarray(data.tokens))
+    slope = np.polyfit(log_size, log_tokens, 1)[0] if np.ptp(log_size) > 0 else 0.0
+    intercept = float(np.mean(log_tokens - slope * log_size))
+    return lambda r, size: law(r, size, jnp.exp(intercept + slope * jnp.log(size)))
 
 
 def _optimize(args: argparse.Namespace) -> None:
@@ -510,6 +578,14 @@ def _optimize(args: argparse.Namespace) -> None:
     if not Path(args.saved).is_file():
         raise UserError(f"no such file: {args.saved}")
     saved = load(args.saved)
+    if not isinstance(saved, (FitResult, Pipeline, PipelineFit)):
+        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
+    _check_decidable(saved, args.saved)
+    if isinstance(saved, FitResult) and (args.objective or args.weights):
+        raise UserError(
+            f"{args.saved} is a loss fit: `optimize` minimizes its predicted loss, and --objective/--weights "
+            "(benchmark weights) apply only to a saved pipeline; drop them"
+        )
     verdict = isinstance(saved, PipelineFit) and saved.pipelines is not None
     verdict = verdict or (isinstance(saved, Pipeline) and bool(saved.batch_shape))
     if args.reference and args.max_shift is None and not verdict:
@@ -524,16 +600,90 @@ def _optimize(args: argparse.Namespace) -> None:
         raise UserError(f"a {type(saved.law).__name__} fit describes the one size it was fitted at: drop --size")  # type: ignore[union-attr]
     if args.size is not None:
         check_model_size(args.size, "--size")
+        _warn_extrapolation(saved, args.size)
+    _check_tokens(saved, args)
+    bounds = _bounds(args)
     key = jax.random.key(args.seed)
     if isinstance(saved, FitResult):
-        result = _optimize_fit(saved, args, _bounds(args), key)
-    elif isinstance(saved, (Pipeline, PipelineFit)):
-        result = _optimize_pipeline(saved, args, _bounds(args), key)
+        result = _optimize_fit(saved, args, bounds, key)
     else:
-        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
-    r = np.asarray(result.r)
-    print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))
+        result = _optimize_pipeline(saved, args, bounds, key)
+    r = np.atleast_2d(np.asarray(result.r)).mean(axis=0)
+    names = _mixture_names(saved, len(r))
+    print("optimal mixture: " + ", ".join(f"{name} {x:.4f}" for name, x in zip(names, r)))
     print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+
+
+def _mixture_names(saved: Any, n: int) -> list[str]:
+    """The mixture columns a saved result was fitted on (dataset 0, 1, ... for a file without names)."""
+    from ._fit import FitResult
+    from ._pipeline import PipelineFit
+
+    fitted = saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
+    names = getattr(fitted, "names", None) or getattr(saved, "datasets", None)
+    return list(names) if names is not None and len(names) == n else [f"dataset {j}" for j in range(n)]
+
+
+def _training_data(saved: Any) -> Any:
+    """The FitResult behind a saved result (None for a bare Pipeline)."""
+    from ._fit import FitResult
+    from ._pipeline import PipelineFit
+
+    return saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
+
+
+def _check_decidable(saved: Any, path: str) -> None:
+    """Refuse, before any compute, a saved result that cannot support a decision about mixtures: a fit whose every
+    start failed (its chosen law is non-finite), or one made on a single mixture."""
+    import jax
+
+    from ._checks import check_several_mixtures
+
+    fitted = _training_data(saved)
+    if fitted is None:
+        return
+    leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(fitted.law)]
+    if not all(np.isfinite(leaf).all() for leaf in leaves):
+        raise UserError(f"{path}: every start of this fit failed (its law is not finite): refit before deciding")
+    if len(fitted.inputs) and np.ndim(fitted.inputs[0]) == 2:
+        try:
+            check_several_mixtures(fitted.inputs[0], fitted.weights, path)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+
+
+# A target size this many times beyond the trained sizes is said to be an extrapolation far from the data.
+FAR = 4.0
+
+
+def _warn_extrapolation(saved: Any, size: float) -> None:
+    fitted = _training_data(saved)
+    if fitted is None or len(fitted.inputs) < 2:
+        return
+    sizes = np.asarray(fitted.inputs[1])[np.asarray(fitted.weights).reshape(-1, len(fitted.inputs[1])).max(0) > 0]
+    low, high = float(sizes.min()), float(sizes.max())
+    if size > FAR * high or size < low / FAR:
+        print(
+            f"warning: size {size:g} is far outside the trained sizes [{low:g}, {high:g}] ({size / high:.3g}x the "
+            "largest): the prediction there rests on the law's form alone, not on data"
+        )
+
+
+def _check_tokens(saved: Any, args: argparse.Namespace) -> None:
+    """--tokens is needed by a fit of a token-aware law (inputs (r, size, tokens)) and refused by any other."""
+    from ._fit import FitResult
+
+    takes_tokens = isinstance(saved, FitResult) and len(saved.inputs) == 3
+    if takes_tokens and args.tokens is None:
+        seen = np.asarray(saved.inputs[2])
+        raise UserError(
+            f"this fit's law ({type(saved.law).__name__}) also takes training tokens: pass --tokens, the tokens of "
+            f"the run at --size (the fit saw {seen.min():.3g} to {seen.max():.3g})"
+        )
+    if not takes_tokens and args.tokens is not None:
+        raise UserError("this saved result takes no tokens: drop --tokens")
+    if args.tokens is not None and not (np.isfinite(args.tokens) and args.tokens > 0):
+        raise UserError(f"--tokens must be a positive number; got {args.tokens:g}")
 
 
 def _next(args: argparse.Namespace) -> None:
@@ -547,14 +697,26 @@ def _next(args: argparse.Namespace) -> None:
             raise UserError(f"--{name} must be a positive number; got {value}")
     if args.noise is not None and not (np.isfinite(args.noise) and args.noise >= 0):
         raise UserError(f"--noise must be >= 0; got {args.noise}")
+    if args.batch < 1:
+        raise UserError(f"--batch must be >= 1; got {args.batch}")
+    if args.out:
+        _check_destination(Path(args.out))
     candidates = _read_csv(args.candidates)
     reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
+    saved = _load_fit(args.fit)
+    _warn_extrapolation(saved, args.size)
+    columns = _candidate_columns(saved, candidates, args.candidates, args.mixture)
+    if reference is not None:
+        from ._optimize import _reference_mixture
+
+        reference = _reference_mixture(reference, len(columns))
     key = jax.random.key(args.seed)
-    ensemble, noise = _ensemble_of(args, key)
+    ensemble, noise = _ensemble_of(args, saved, key)
     out = next_runs(ensemble, candidates, budget=args.budget, target_size=args.size, key=key, batch=args.batch,
-                    reference=reference, noise=noise)  # fmt: skip
+                    reference=reference, noise=noise, mixture=columns)  # fmt: skip
+    names = _mixture_names(saved, len(columns))
     print(f"decision sd today {out.attrs['sd_before']:.4g}; recommended mixture at size {args.size:g}: "
-          + ", ".join(f"{x:.4f}" for x in out.attrs["recommended"]))  # fmt: skip
+          + ", ".join(f"{name} {x:.4f}" for name, x in zip(names, out.attrs["recommended"])))  # fmt: skip
     if out.empty:
         print("no candidate within the budget would change the decision's uncertainty")
     for _, row in out.iterrows():
@@ -565,18 +727,57 @@ def _next(args: argparse.Namespace) -> None:
         print(f"wrote {args.out}")
 
 
-def _ensemble_of(args: argparse.Namespace, key: Any) -> tuple[Any, float | None]:
+def _load_fit(path: str) -> Any:
+    """The saved result behind `next`, refused before any compute when it cannot support a decision."""
+    from ._save import load
+
+    if not Path(path).is_file():
+        raise UserError(f"no such file: {path}")
+    saved = load(path)
+    _check_decidable(saved, path)
+    return saved
+
+
+def _candidate_columns(saved: Any, candidates: Any, path: str, mixture: str | None = None) -> list[str]:
+    """The candidates' mixture columns, matched by name to those the fit was made on (a missing column, or an r_*
+    column the fit never saw, is an error naming it), and the table checked, all before the bootstrap."""
+    from ._bootstrap import BootstrapResult
+    from ._io import MixtureData, match_mixture_columns
+    from ._pipeline import Pipeline
+
+    n: Any
+    if isinstance(saved, Pipeline):
+        n = saved.n_datasets
+    else:
+        law = saved.laws if isinstance(saved, BootstrapResult) else _training_data(saved).law
+        n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
+        if n is None:
+            raise UserError(f"`next` needs a law of the mixture; this one is a {type(law).__name__}")
+    fitted = _training_data(saved) if not isinstance(saved, (Pipeline, BootstrapResult)) else None
+    names = getattr(fitted, "names", None) or getattr(saved, "datasets", None)
+    if len(candidates) == 0:
+        raise UserError(f"{path} has no rows: no candidate runs to choose from")
+    if mixture is not None:
+        columns = [c.strip() for c in mixture.split(",") if c.strip()]
+        if len(columns) != n:
+            raise UserError(f"--mixture names {len(columns)} column(s); the fit has {n} datasets")
+        if names is not None and columns != list(names):
+            pairs = ", ".join(f"{c} as {f}" for c, f in zip(columns, names) if c != f)
+            print(f"note: --mixture reads the candidates' {pairs} (the fit's columns, in its order)")
+    else:
+        columns = match_mixture_columns(candidates, names, int(n), path)
+    MixtureData.from_frame(candidates, mixture=columns, target="flops", size="size")
+    return columns
+
+
+def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any) -> tuple[Any, float | None]:
     """The resample ensemble behind `next`, and the outcome noise: a saved ensemble as is; a `fit` .npz
     bootstrapped here (warm-started from its 4 best starts), with its rms residual as the default noise."""
 
     from ._bootstrap import BootstrapResult, bootstrap
     from ._fit import FitResult
     from ._pipeline import Pipeline, PipelineFit
-    from ._save import load
 
-    if not Path(args.fit).is_file():
-        raise UserError(f"no such file: {args.fit}")
-    saved = load(args.fit)
     if isinstance(saved, PipelineFit):  # its objective's noise is the default
         return saved, args.noise
     if isinstance(saved, (BootstrapResult, Pipeline)):
@@ -624,6 +825,11 @@ def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], 
         print(f"predicted loss at the fitted size: {-float(result.value):.5g}")
         return result
     size = jnp.asarray([args.size])
+    if args.tokens is not None:
+        tokens = jnp.asarray([args.tokens])
+        result = optimal_mixture(lambda r: -law(r[None, :], size, tokens)[0], int(n), key=key, **bounds)
+        print(f"predicted loss at size {args.size:g}, tokens {args.tokens:g}: {-float(result.value):.5g}")
+        return result
     result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
     print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
     return result
@@ -643,7 +849,7 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
                             "noise are that objective's): drop --objective/--weights")  # fmt: skip
         fitted, pipeline = saved, saved.pipeline if saved.pipelines is None else saved.pipelines
     else:
-        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args))
+        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args), saved.datasets)
         fitted = pipeline
     if not (pipeline.batch_shape and args.reference):
         point = saved.pipeline if isinstance(saved, PipelineFit) else pipeline
@@ -704,6 +910,9 @@ def _design(args: argparse.Namespace) -> None:
 
     if args.strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if not (np.isfinite(args.budget) and args.budget > 0):
+        raise UserError(f"--budget must be a positive number; got {args.budget:g}")
+    _check_destination(Path(args.out))
     sizes = np.asarray(_floats(args.sizes, "sizes"))
     repeated = sorted({s for s in sizes.tolist() if sizes.tolist().count(s) > 1})
     if repeated:
@@ -718,6 +927,11 @@ def _design(args: argparse.Namespace) -> None:
         if params.shape != sizes.shape:
             raise UserError(f"--params needs one value per size ({len(sizes)}); got {len(params)}")
         costs = 6.0 * params * args.tokens
+    if np.all(np.isfinite(costs)) and np.all(costs > 0) and args.budget < costs.min():
+        raise UserError(
+            f"--budget {args.budget:.4g} is below the cheapest run ({costs.min():.4g} at size "
+            f"{sizes[int(np.argmin(costs))]:g}): no run fits; raise --budget"
+        )
     if args.reference:
         mixtures = perturbed_mixtures(_floats(args.reference, "reference"))
     else:

@@ -6,6 +6,7 @@ assert exit code 2, a single line on stderr (no traceback) and no output file le
 
 import sys
 import zipfile
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -163,6 +164,19 @@ def duplicated_columns():
 
 
 y12 = jnp.full(12, 3.0)
+
+
+def batched_pipeline():
+    return jax.tree.map(lambda a: jnp.stack([a, 1.01 * a]), pipeline())
+
+
+def candidates():
+    r = R5[:, :3] / R5[:, :3].sum(1, keepdims=True)
+    return pd.DataFrame({"r_a": r[:, 0], "r_b": r[:, 1], "r_c": r[:, 2], "size": SIZES, "flops": 1.0})
+
+
+def one_mixture_data():
+    return cj.MixtureData(np.tile(R5[:1], (12, 1)), y12, size=SIZES)
 API_CASES = {
     # severe 2: a dataset never observed
     "all-zero mixture column": (
@@ -206,6 +220,31 @@ API_CASES = {
     "chunk_size 0": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=4, chunk_size=0), ValueError, "`chunk_size`"),
     "mixture as a string": (lambda: cj.MixtureData.from_frame(frame_with(), mixture="r_0", target="loss"), TypeError, "got the string 'r_0'"),
     "duplicated columns": (lambda: cj.MixtureData.from_frame(duplicated_columns(), mixture=[f"r_{j}" for j in range(5)], target="loss", size="size"), ValueError, r"duplicated column name\(s\) \['size'\]"),
+    # issue 30: errors that pointed the wrong way
+    "reference sums to 0.95": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.3, 0.35], max_shift=0.2), ValueError, "must sum to 1 .*sum to 0.95"),
+    "reference sums to 1.1": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.4, 0.4], max_shift=0.2), ValueError, "sum to 1.1"),
+    "bootstrap key=1": (lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=1, n_resamples=2), TypeError, r"a jax.random key \(e.g. jax.random.key\(0\)\)"),
+    "optimal_mixture key=3": (lambda: cj.optimal_mixture(pipeline(), 3, key=3, model_size=8.0), TypeError, "a jax.random key"),
+    "next_runs key=0": (lambda: cj.next_runs(batched_pipeline(), candidates(), budget=1.0, target_size=8.0, key=0, noise=0.01), TypeError, "a jax.random key"),
+    "law class, not instance": (lambda: cj.fit(cj.CAMEL, (R5, SIZES), y12, key=jax.random.key(0)), TypeError, r"pass an instance, e.g. CAMEL.sample_init\(.*or CAMEL.from_params"),
+    "1-D mixture": (lambda: cj.fit(camel5(), (R5[:, 0], SIZES), y12, key=jax.random.key(0)), ValueError, r"\(P, n_datasets\)=\(12, 5\)"),
+    "scalar size": (lambda: cj.fit(camel5(), (R5, 4.0), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] has shape \(\)"),
+    "negative sizes": (lambda: cj.fit(camel5(), (R5, -SIZES), y12, key=jax.random.key(0)), ValueError, r"inputs\[1\] \(model size or tokens\)` must be > 0 .*got -4 at row 0"),
+    "mixture rows summing to 2": (lambda: cj.fit(camel5(), (2 * R5, SIZES), y12, key=jax.random.key(0)), ValueError, "row 0 sums to 2"),
+    "negative mixture weight": (lambda: cj.fit(camel5(), (R5 * np.r_[-1.0, np.ones(11)][:, None], SIZES), y12, key=jax.random.key(0)), ValueError, "negative weight .* at row 0"),
+    "accuracy in percent": (lambda: cj.BenchmarkData(R5[:, :2], np.full(12, 55.0)), ValueError, "accuracies are fractions in \\[0, 1\\]; is it in percent"),
+    "accuracy 1.5": (lambda: cj.fit_benchmarks(frame_with(acc=np.r_[1.5, np.full(11, 0.5)]), losses=["r_0", "r_1"], benchmarks=["acc"], key=jax.random.key(0)), ValueError, "column 'acc' \\(accuracy\\) is 1.5 at row 0"),
+    "objective weights sum to 0": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 0.0}), ValueError, "sum to 0: the objective is .*constant"),
+    "objective weights 1e-300": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 1e-300}), ValueError, "sum to 1e-300"),
+    "fit_pipeline nan weight before fitting": (lambda: cj.fit_pipeline(None, None, {"mmlu": np.nan}, law=camel5(), key=jax.random.key(0)), ValueError, "'mmlu' has weight nan"),
+    "fit_pipeline negative weight": (lambda: cj.fit_pipeline(None, None, {"mmlu": -0.5, "math": 1.0}, law=camel5(), key=jax.random.key(0)), ValueError, "'mmlu' has a negative weight"),
+    "fit_pipeline on one mixture": (lambda: cj.fit_pipeline(one_mixture_data(), None, {"mmlu": 1.0}, law=camel5(), key=jax.random.key(0)), ValueError, "holds 1 distinct mixture"),
+    "next_runs noise nan": (lambda: cj.next_runs(batched_pipeline(), candidates(), budget=1.0, target_size=8.0, key=jax.random.key(0), noise=np.nan), ValueError, "`noise` must be a finite number >= 0"),
+    "next_runs empty candidates": (lambda: cj.next_runs(batched_pipeline(), candidates().iloc[:0], budget=1.0, target_size=8.0, key=jax.random.key(0), noise=0.01), ValueError, "`candidates` is empty"),
+    "next_runs extra r_ column": (lambda: cj.next_runs(batched_pipeline(), candidates().assign(r_3=0.0), budget=1.0, target_size=8.0, key=jax.random.key(0), noise=0.01), ValueError, r"4 mixture \(r_\*\) column"),
+    "test size among training sizes": (lambda: cj.extrapolation_error(camel5(), cj.MixtureData(R5, y12, size=SIZES), [4.0, 6.0, 8.0], 6.0, key=jax.random.key(0)), ValueError, "held-out size 6 is not beyond the training sizes"),
+    "costs vary within a size": (lambda: cj.sample_design("hourglass", pd.DataFrame({"size": SIZES, "flops": np.arange(12.0) + 1}), 100.0, jax.random.key(0)), ValueError, "column 'flops' varies within size 4"),
+    "allocate max_per_size 2.7": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], 10.0, 2.7), ValueError, "`max_per_size` must be whole numbers"),
     "inits of another structure": (
         lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2, inits=jax.tree.map(lambda a: a[None], cj.CAMEL.sample_init(jax.random.key(1), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0))),
         ValueError,
@@ -280,7 +319,7 @@ CLI_CASES = {
     "empty npz": (lambda f, t, p: ["optimize", broken_files(f, p)["empty"], "--size", "8"], "camel_jax.save"),
     "npy file": (lambda f, t, p: ["optimize", broken_files(f, p)["npy"], "--size", "8"], "camel_jax.save"),
     "odd metadata": (lambda f, t, p: ["optimize", broken_files(f, p)["bad json"], "--size", "8"], "camel_jax.save"),
-    "design nan budget": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "nan", "--out", p / "d.csv"], "`budget`"),
+    "design nan budget": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "nan", "--out", p / "d.csv"], "budget"),
     "design nan cost": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "10", "--costs", "1,nan,3", "--out", p / "d.csv"], "costs nan"),
     "design duplicated sizes": (lambda f, t, p: ["design", "--sizes", "4,5,5", "--budget", "1e20", "--out", p / "d.csv"], "repeated"),
     "capacity exponent 0": (lambda f, t, p: ["fit", f / "runs.csv", "--capacity-exponent", "0", "--out", p / "fit"], "capacity_exponent"),
@@ -294,7 +333,63 @@ CLI_CASES = {
     "duplicated csv columns": (lambda f, t, p: ["fit", duplicated_csv(f, t, p), "--out", p / "fit"], r"duplicated column name\(s\) \['r_0'\]"),
     "all-zero mixture column": (lambda f, t, p: ["fit", zero_column_csv(f, t, p), "--out", p / "fit"], "'r_math' is zero in every row"),
     "missing csv": (lambda f, t, p: ["fit", p / "nope.csv", "--out", p / "fit"], "no such file"),
+    # issue 30
+    "objective on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--objective", "balanced"], "is a loss fit: .*drop them"),
+    "weights on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--weights", "mmlu=1"], "is a loss fit"),
+    "weights sum to 0": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0"], "sum to 0: the objective"),
+    "weights of 1e-300": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=1e-300"], "sum to 1e-300"),
+    "tokens for a size fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--tokens", "1e9"], "takes no tokens"),
+    "failed fit": (lambda f, t, p: ["optimize", failed_fit(f, p), "--size", "8"], "every start of this fit failed"),
+    "fit on one mixture": (lambda f, t, p: ["fit", one_mixture_csv(f, t, p), "--law", "camel-tied", "--out", p / "fit"], "holds 1 distinct mixture"),
+    "fit output is a folder": (lambda f, t, p: ["fit", f / "runs.csv", "--out", folder_at(p / "res.png")], "res.png .*is a folder"),
+    "design budget below the cheapest run": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "1", "--out", p / "d.csv"], "below the cheapest run"),
+    "design unwritable out": (lambda f, t, p: ["design", "--sizes", "4,5,6", "--budget", "1e30", "--out", file_as_folder(f, t, p)], "not a writable folder"),
+    "next empty candidates": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p, rows=0)), "has no rows"),
+    "next candidates missing a column": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p, drop="r_math")), r"4 mixture \(r_\*\) column"),
+    "next noise nan": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p)) + ["--noise", "nan"], "--noise must be >= 0"),
+    "next unwritable out": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p))[:-2] + ["--out", file_as_folder(f, t, p)], "not a writable folder"),
+    "next reference off the simplex": (lambda f, t, p: next_argv(f, p, candidates_csv(t, p)) + ["--reference", "0.2,0.2,0.2,0.2,0.15"], "sum to 0.95"),
 }  # fmt: skip
+
+
+def failed_fit(folder, tmp_path):
+    import dataclasses
+
+    fitted = cj.load(folder / "camel.npz")
+    nan_law = jax.tree.map(lambda a: a * jnp.nan, fitted.law)
+    failed = dataclasses.replace(fitted, law=nan_law, objective=jnp.asarray(jnp.inf))
+    return cj.save(failed, tmp_path / "failed.npz")
+
+
+def one_mixture_csv(folder, table, tmp_path):
+    path = tmp_path / "one.csv"
+    one = table.copy()
+    for c in [c for c in table if c.startswith("r_")]:
+        one[c] = table[c].iloc[0]
+    one.to_csv(path, index=False)
+    return path
+
+
+def folder_at(path):
+    path.mkdir()
+    return path.with_suffix("")
+
+
+def candidates_csv(table, tmp_path, rows=None, drop=None, order=None):
+    cand = table.drop(columns=["loss"]).assign(flops=1.0)
+    cand = cand.iloc[: rows if rows is not None else len(cand)]
+    if drop:
+        cand = cand.drop(columns=[drop])
+    if order:
+        cand = cand[order(list(cand.columns))]
+    path = tmp_path / f"cand_{rows}_{drop}_{order is not None}.csv"
+    cand.to_csv(path, index=False)
+    return path
+
+
+def next_argv(folder, tmp_path, candidates, fit=None):
+    return ["next", "--fit", fit or folder / "camel.npz", "--candidates", candidates, "--budget", "1e30", "--size", "8",
+            "--resamples", "4", "--out", tmp_path / "d.csv"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(CLI_CASES))
@@ -356,3 +451,286 @@ def test_bootstrap_chunks_follow_a_memory_budget_and_ctrl_c_keeps_finished_chunk
     with pytest.warns(UserWarning, match="returning the 4 of 10 resamples"):
         result = cj.bootstrap(true, (r, M), true(r, M), key=jax.random.key(0), n_resamples=10, chunk_size=2, restarts=2, progress=False)
     assert result.n_resamples == 4 and result.resamples.shape == (4, 12)
+
+
+# --- issue 30: files ---------------------------------------------------------------------------------------------
+
+
+def test_names_round_trip_and_files_of_format_1_still_load(files, tmp_path):
+    import dataclasses
+
+    folder, _, _ = files
+    fitted = cj.load(folder / "camel.npz")
+    named = dataclasses.replace(fitted, names=("r_a", "r_b", "r_c", "r_d", "r_e"))
+    assert cj.load(cj.save(named, tmp_path / "named.npz")).names == named.names
+    old = tamper(tmp_path / "named.npz", tmp_path / "v1.npz", lambda m: (m.update(format_version=1), m.pop("names")))
+    assert cj.load(old).names is None
+    wrong = tamper(tmp_path / "named.npz", tmp_path / "w.npz", lambda m: m.update(names=["r_a", "r_b"]))
+    with pytest.raises(ValueError, match=r"names \['r_a', 'r_b'\] do not match inputs\[0\]"):
+        cj.load(wrong)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("y", lambda y: y.at[3].set(jnp.nan), r"`y` has a non-finite value .*row 3"),
+        ("y", lambda y: y[:-1], "`y` must have shape"),
+        ("weights", lambda w: w.at[0].set(-1.0), "`weights` must be finite and >= 0"),
+        ("weights", lambda w: jnp.zeros_like(w), "`weights` are zero for every point"),
+        ("inputs", lambda x: (x[0], x[1].at[2].set(jnp.nan)), r"`inputs\[1\]` has a non-finite value at row 2"),
+        ("inputs", lambda x: (x[0], x[1][:-1]), "every array in `inputs` must have the same leading length"),
+    ],
+)
+def test_load_validates_the_fitted_data(files, tmp_path, field, value, message):
+    import dataclasses
+
+    folder, _, _ = files
+    fitted = cj.load(folder / "camel.npz")
+    bad = dataclasses.replace(fitted, **{field: value(getattr(fitted, field))})
+    path = cj.save(bad, tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match=f"bad.npz: the fitted data are invalid: {message}"):
+        cj.load(path)
+
+
+def _npz(path, entries):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _npy(array, shape=None):
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    data = buffer.getvalue()
+    if shape is not None:  # forge the header's declared shape
+        data = data.replace(repr(array.shape).encode(), repr(shape).encode().ljust(len(repr(array.shape))), 1)
+    return data
+
+
+def test_load_refuses_deep_metadata_and_huge_declared_arrays_in_one_line(tmp_path):
+    deep = "[" * 50_000 + "]" * 50_000
+    path = _npz(tmp_path / "deep.npz", {"__meta__.npy": _npy(np.array(deep))})
+    with pytest.raises(ValueError, match="nested too deeply") as error:
+        cj.load(path)
+    assert len(str(error.value).splitlines()) == 1
+    meta = _npy(np.array('{"kind": "FitResult"}'))
+    huge = _npy(np.zeros(4), shape=(10**6,))
+    path = _npz(tmp_path / "huge.npz", {"__meta__.npy": meta, "leaf_0.npy": huge})
+    with pytest.raises(ValueError, match=r"leaf_0.npy declares 8000000 bytes of data but holds"):
+        cj.load(path)
+
+
+def test_a_killed_writers_temporary_files_are_removed_by_the_next_save(files, tmp_path):
+    import os
+    import time
+
+    folder, _, _ = files
+    fitted = cj.load(folder / "camel.npz")
+    stale, fresh = tmp_path / ".fit.npz.dead.tmp", tmp_path / ".fit.npz.live.tmp"
+    for leftover in (stale, fresh):
+        leftover.write_bytes(b"partial")
+    old = time.time() - 2 * camel_jax_save().STALE_TMP_SECONDS
+    os.utime(stale, (old, old))
+    cj.save(fitted, tmp_path / "fit.npz")
+    assert not stale.exists() and fresh.exists()  # a live writer's file is left alone
+    assert cj.load(tmp_path / "fit.npz").names is None
+
+
+def camel_jax_save():
+    import camel_jax._save
+
+    return camel_jax._save
+
+
+def test_bounds_within_rounding_of_the_simplex_are_feasible():
+    lower = np.array([0.5, 0.3, 0.2 + 1e-10])
+    result = cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=lower, restarts=2,
+                                adam_steps=5, polish_steps=5)  # fmt: skip
+    assert np.allclose(np.asarray(result.r), lower, atol=1e-9)
+    with pytest.raises(ValueError, match="lower bounds sum to 1.0001"):
+        cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[0.5, 0.3, 0.2001])
+
+
+# --- issue 30: the CLI's silent decisions are gone ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_fit(files, tmp_path_factory):
+    """A `camel-jax fit` (tied CAMEL, cheap) whose .npz carries its mixture column names."""
+    folder, _, _ = files
+    out = tmp_path_factory.mktemp("cli_fit") / "fit"
+    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--domains", "2", "--restarts", "2",
+                     "--resamples", "0", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    return out
+
+
+def test_a_fit_file_names_its_columns_and_optimize_prints_named_weights(files, cli_fit, capsys):
+    _, table, _ = files
+    assert cj.load(f"{cli_fit}.npz").names == tuple(c for c in table if c.startswith("r_"))
+    capsys.readouterr()
+    assert cli.main(["optimize", f"{cli_fit}.npz", "--size", "8"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("optimal mixture"))
+    assert [part.split()[0] for part in line.removeprefix("optimal mixture: ").split(", ")] == list(table.columns[:5])
+
+
+def test_next_matches_candidate_columns_by_name(files, cli_fit, tmp_path, capsys):
+    """Before: the candidates' columns were taken by position, so a reordered table ranked differently."""
+    _, table, _ = files
+    capsys.readouterr()
+    plain = candidates_csv(table, tmp_path)
+    reordered = candidates_csv(table, tmp_path, order=lambda columns: columns[::-1])
+    outputs = []
+    for candidates in (plain, reordered):
+        argv = next_argv(None, tmp_path, candidates, fit=f"{cli_fit}.npz")[:-2] + ["--batch", "3"]
+        assert cli.main([str(a) for a in argv]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "candidate row" in outputs[0]
+    missing = candidates_csv(table, tmp_path, drop="r_math")
+    code, err = run_cli(next_argv(None, tmp_path, missing, fit=f"{cli_fit}.npz"), capsys)
+    assert code == 2 and "has no column 'r_math'" in err and len(err.splitlines()) == 1
+    extra = tmp_path / "extra.csv"
+    pd.read_csv(plain).assign(r_extra=0.0).to_csv(extra, index=False)
+    code, err = run_cli(next_argv(None, tmp_path, extra, fit=f"{cli_fit}.npz"), capsys)
+    assert code == 2 and "mixture column 'r_extra' the fit never saw" in err
+
+
+def test_a_failed_write_keeps_the_previous_runs_outputs(files, cli_fit, tmp_path, monkeypatch, capsys):
+    """Before: the rollback of a failed write deleted the .json and .npz an earlier run had left at --out."""
+    import matplotlib.figure
+
+    folder, _, _ = files
+    prefix = tmp_path / "fit"
+    for suffix in (".json", ".npz", ".png"):
+        Path(f"{prefix}{suffix}").write_bytes(b"earlier run")
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", disk_full)
+    code, err = run_cli(["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2",
+                         "--resamples", "0", "--out", prefix], capsys)  # fmt: skip
+    assert code == 2 and "No space left" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json", "fit.npz", "fit.png"]  # no temporaries
+    assert all(Path(f"{prefix}{s}").read_bytes() == b"earlier run" for s in (".json", ".npz", ".png"))
+
+
+def test_ctrl_c_is_one_line_with_rc_130_and_a_finished_fit_is_kept(files, tmp_path, monkeypatch, capsys):
+    folder, _, _ = files
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_intervals", interrupt)
+    argv = ["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2", "--out",
+            tmp_path / "fit"]  # fmt: skip
+    code, err = run_cli(argv, capsys)
+    assert code == 0 and "without intervals" in err and (tmp_path / "fit.npz").is_file()
+    monkeypatch.setattr(cli, "_fit_columns", interrupt)
+    code, err = run_cli(argv[:-1] + [tmp_path / "other"], capsys)
+    assert code == 130 and err == "camel-jax fit: interrupted" and not (tmp_path / "other.npz").exists()
+
+
+@pytest.fixture(scope="module")
+def token_fit(files, tmp_path_factory):
+    """`camel-jax fit` of a token-aware law on a table with a tokens column."""
+    folder = tmp_path_factory.mktemp("tokens")
+    world = simulate.default_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
+    table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "tokens", "loss"]]
+    table.to_csv(folder / "runs.csv", index=False)
+    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-data-tied", "--domains", "2", "--restarts", "2",
+                     "--resamples", "0", "--out", str(folder / "fit")])  # fmt: skip
+    assert code == 0
+    return folder / "fit.npz", table
+
+
+def test_optimize_a_token_aware_fit_needs_tokens(token_fit, capsys):
+    """Before: `camel-jax optimize fit.npz --size 64` failed with 'takes 3 inputs; got 2' and had no --tokens."""
+    path, table = token_fit
+    capsys.readouterr()
+    code, err = run_cli(["optimize", path, "--size", "64"], capsys)
+    assert code == 2 and "pass --tokens" in err and len(err.splitlines()) == 1
+    assert cli.main(["optimize", str(path), "--size", "64", "--tokens", "1e12"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens 1e+12" in out and "optimal mixture: r_english" in out and "far outside the trained sizes" in out
+
+
+def test_the_token_path_of_the_figure_passes_through_the_runs():
+    """Before: token-aware laws were drawn at the median token count, flat lines far from every point."""
+    size = jnp.asarray([4.0, 4.0, 6.0, 8.0])
+    data = cj.MixtureData(np.tile([[0.5, 0.5]], (4, 1)), jnp.ones(4), size=size, tokens=20 * size**1.1)
+    path = cli._token_path(lambda r, s, t: t, data)
+    assert np.allclose(np.asarray(path(None, size)), np.asarray(data.tokens), rtol=1e-12)
+
+
+def test_auto_prefers_the_simpler_law_within_one_standard_error():
+    errors = {"camel": 0.158, "camel-tied": 0.163, "sodm-additive": 0.40}
+    n_params = {"camel": 25, "camel-tied": 12, "sodm-additive": 20}
+    assert cli.simplest_within(errors, n_params, "camel", se=0.01) == "camel-tied"
+    assert cli.simplest_within(errors, n_params, "camel", se=0.001) == "camel"  # beyond the noise: the best
+    assert cli.simplest_within(errors, n_params, "camel", se=np.nan) == "camel"
+
+
+def test_collinear_tokens_and_size_are_said(capsys):
+    size = np.repeat([4.0, 6.0, 8.0], 2)
+    table = cli._Table((np.ones((6, 2)) / 2, size, 20 * size), np.ones(6), ["r_a", "r_b"], "size", "tokens")
+    cli._warn_collinear(table)
+    assert "tokens and size are collinear" in capsys.readouterr().out
+    table = cli._Table((np.ones((6, 2)) / 2, size, 20 * size * np.r_[1, 3, 1, 3, 1, 3]), np.ones(6), ["r_a", "r_b"],
+                       "size", "tokens")  # fmt: skip
+    cli._warn_collinear(table)
+    assert capsys.readouterr().out == ""
+
+
+def test_extrapolation_error_with_its_default_n_points_fits_every_training_run():
+    """Before: the default `n_points=None` was a range error."""
+    data = cj.MixtureData(R5, 3.0 + 0.1 * R5[:, 0], size=SIZES)
+    options = cj.FitOptions(max_steps=3, polish=0)
+    frame = cj.extrapolation_error(camel5(), data, [4.0, 6.0], 8.0, key=jax.random.key(0), restarts=1, options=options)
+    assert len(frame) == 1 and int(frame["n_train"].iloc[0]) == 8 and np.isfinite(frame["error_se"].iloc[0])
+
+
+def test_a_fit_on_one_mixture_says_no_mixture_can_be_recommended():
+    with pytest.warns(UserWarning, match="the data hold one mixture"):
+        cj.fit(camel5(), (np.tile(R5[:1], (12, 1)), SIZES), y12, key=jax.random.key(0), restarts=1,
+               options=cj.FitOptions(max_steps=2, polish=0))  # fmt: skip
+
+
+def test_next_mixture_names_the_columns_of_an_unnamed_fit(files, tmp_path, capsys):
+    """A fit saved without names (format 1, or a fit of arrays): the candidates' columns are named on the command line,
+    and a wrong count is an error naming both."""
+    folder, table, _ = files
+    candidates = candidates_csv(table, tmp_path, order=lambda columns: columns[::-1])
+    code, err = run_cli(next_argv(folder, tmp_path, candidates) + ["--mixture", "r_english,r_chinese"], capsys)
+    assert code == 2 and "--mixture names 2 column(s); the fit has 5 datasets" in err
+
+
+def test_a_named_pipeline_keeps_its_columns_and_next_runs_matches_them_by_name(tmp_path):
+    """Before: next_runs took the candidates' r_* columns by position, so a reordered table ranked differently."""
+    point = pipeline()
+    named = cj.Pipeline(point.loss_laws, point.benchmark_laws, {"mmlu": 1.0}, datasets=("r_a", "r_b", "r_c"))
+    assert cj.load(cj.save(named, tmp_path / "named.npz")).datasets == ("r_a", "r_b", "r_c")
+    ensemble = jax.tree.map(lambda a: jnp.stack([a, 1.01 * a, 0.98 * a]), named)
+    table = candidates().assign(size=np.tile([4.0, 8.0, 16.0], 4))
+
+    def rank(frame):
+        out = cj.next_runs(ensemble, frame, budget=3.0, target_size=16.0, key=jax.random.key(0), batch=3, noise=1e-4)
+        return out.index.tolist(), out["score"].to_numpy()
+
+    index, score = rank(table)
+    reordered_index, reordered_score = rank(table[["flops", "r_c", "size", "r_a", "r_b"]])
+    assert index == reordered_index and np.allclose(score, reordered_score, rtol=1e-12)
+    with pytest.raises(ValueError, match="`candidates` has no column 'r_b'; the fit's mixture columns are"):
+        rank(table.drop(columns="r_b"))
+    with pytest.raises(ValueError, match="mixture column 'r_d' the fit never saw"):
+        rank(table.assign(r_d=0.0))
+
+
+def test_an_accuracy_below_0_is_said():
+    """Noisy accuracies near a chance level of 0 may dip below it (simulated worlds do): fitted, with a warning."""
+    with pytest.warns(UserWarning, match=r"is -0.1 at row 11 \(1 value\(s\) below 0\): accuracies are fractions"):
+        cj.BenchmarkData(R5[:, :2], np.r_[np.full(11, 0.5), -0.1])

@@ -283,7 +283,9 @@ def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_p
     assert cli.main([*args, "--objective", "math"]) == 2  # its calibration is the fitted objective's
     assert "keeps the objective it was fitted for" in capsys.readouterr().err
     # `next` reads the fit's own objective noise from the file: no --noise needed
-    cand = pd.DataFrame(cj.perturbed_mixtures(simulate.REFERENCE, 0.2)[:4], columns=[f"r_{j}" for j in range(5)])
+    # candidates are matched to the fit's mixture columns by name (the file keeps them)
+    assert loaded.loss_fit.names == loaded.pipeline.datasets == two.loss_fit.names and two.loss_fit.names is not None
+    cand = pd.DataFrame(cj.perturbed_mixtures(simulate.REFERENCE, 0.2)[:4], columns=list(two.loss_fit.names))
     cand = cand.assign(size=[10.0, 12.0, 16.0, 20.0], flops=[1.0, 1.0, 2.0, 3.0])
     cand.to_csv(tmp_path / "cand.csv", index=False)
     argv = ["next", "--fit", str(tmp_path / "two.npz"), "--candidates", str(tmp_path / "cand.csv"), "--budget", "3",
