@@ -19,7 +19,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._checks import check_inits, check_inputs, check_law_inputs, check_targets, warn_design
+from ._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets, warn_design
 from ._identify import Identifiability, identifiability
 from ._implicit import implicit_solution
 from ._lbfgs import minimize
@@ -411,6 +411,9 @@ def fit_arrays(
 
     **Returns**: a `FitResult`.
     """
+    options = resolve_options(options)
+    if not isinstance(key, jax.core.Tracer):
+        check_key(key)
     if inits is None:
         law = data_template(law, inputs, y)
     return _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options)
@@ -542,6 +545,7 @@ def fit(
     (`fit_arrays`' solver; `fit` adds checks that name the offending row, and design warnings).
     """
     options = resolve_options(options)
+    check_key(key)
     count(restarts, "restarts")
     arrays = check_inputs(inputs)
     check_law_inputs(law, arrays)
