@@ -289,7 +289,7 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, opt
     params, static = eqx.partition(starts, eqx.is_array)
     _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0], params))
     flat = jax.vmap(lambda p: ravel_pytree(p)[0])(params)
-    tol = options.gradient_tolerance(w)
+    tol = options.gradient_tolerance(w, y)
 
     def loss(x: Array) -> Array:
         return objective(eqx.combine(unravel(x), static), inputs, y, w, options)

@@ -99,12 +99,7 @@ def _shrink(state: _State, f_try: Array, finite: Array, slope: Array) -> Array:
 
 
 def minimize(
-    fun: Callable[[Array], Array],
-    x0: Float[Array, " d"],
-    *,
-    max_steps: int,
-    tol: float | Array,
-    handoff: float | None = None,
+    fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float | Array, handoff: float
 ) -> Solution:
     """Minimize `fun` from `x0` by L-BFGS; vmappable over `x0` (and over data closed over by `fun`).
 
@@ -112,10 +107,7 @@ def minimize(
     accepted steps in a row falls to `handoff` (`SLOW`: progress too slow for L-BFGS, not a convergence; `fit`
     hands such lanes to Newton), when no decrease can be found even along steepest descent (`STALLED`: an optimum
     to working precision), when the start is non-finite (`NONFINITE`), or after `max_steps` evaluations.
-    `handoff=None` uses 1e-9 (float64) or 1e-5 (float32).
     """
-    if handoff is None:
-        handoff = 1e-9 if x0.dtype == jnp.float64 else 1e-5
     value_and_grad = jax.value_and_grad(fun)
     lbfgs = optax.scale_by_lbfgs(memory_size=_MEMORY)
     one = jnp.ones((), x0.dtype)

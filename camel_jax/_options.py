@@ -53,7 +53,7 @@ class FitOptions:
     `pred_p - y_p` otherwise.
 
     **Solver**: multi-start L-BFGS (`_lbfgs`), at most `max_steps` objective evaluations per start, until the
-    gradient's inf-norm reaches `tol` relative to `delta * sum(weights)` (see `gradient_tolerance`; None: 1e-7 in
+    gradient's inf-norm reaches `tol` relative to what 0.1% residuals exert (see `gradient_tolerance`; None: 1e-7 in
     float64, 1e-4 in float32) or progress slows below a relative
     decrease of 1e-9 per step; then at most `polish` damped-Newton steps from every start (`_newton`; 0 turns the
     finish off). **Converged** means the first-order conditions hold: the gradient's inf-norm in the law's free
@@ -109,10 +109,16 @@ class FitOptions:
             return float(self.tol)
         return 1e-7 if np.dtype(dtype) == np.float64 else 1e-4
 
-    def gradient_tolerance(self, weights: Array) -> Array:
-        """The absolute bound on the gradient's inf-norm that counts as converged: `tol` times the largest gradient
-        the residuals can exert on a unit-sensitivity coordinate, `delta * sum(weights)` (`delta` under
-        `reduction="mean"`). It does not depend on the units of loss or size (the residuals are logs) nor on the
-        number of points."""
-        scale = self.delta * (weights.sum() if self.reduction == "sum" else 1.0)
-        return self.tolerance(weights.dtype) * jnp.asarray(scale)
+    def gradient_tolerance(self, weights: Array, y: Array) -> Array:
+        """The absolute bound on the gradient's inf-norm that counts as converged: `tol` times the gradient that
+        residuals of size r0 exert on a unit-sensitivity coordinate, `r0 * sum(weights)` (`r0` under
+        `reduction="mean"`), with r0 = min(`delta`, 1e-3 of the targets' size): 1e-3 under log residuals (a 0.1%
+        error), 1e-3 of the targets' weighted root mean square under plain ones. It does not depend on the units
+        of loss or size nor on the number of points."""
+        if self.log_residuals:
+            size = jnp.ones((), weights.dtype)
+        else:
+            size = jnp.sqrt(jnp.sum(jnp.where(weights > 0, weights * y * y, 0.0)) / jnp.sum(weights))
+        r0 = jnp.minimum(self.delta, 1e-3 * size)
+        scale = r0 * (weights.sum() if self.reduction == "sum" else 1.0)
+        return self.tolerance(weights.dtype) * scale

@@ -145,7 +145,7 @@ def test_fit_options_are_checked_when_built_and_hashable():
     assert cj.FitOptions(max_steps=50) == cj.FitOptions(max_steps=50)
     assert hash(cj.FitOptions(max_steps=50)) == hash(cj.FitOptions(max_steps=50))
     assert cj.FitOptions().replace(tol=1e-8).tol == 1e-8
-    assert cj.FitOptions().tolerance(jnp.float64) == 1e-10 and cj.FitOptions().tolerance(jnp.float32) == 1e-6
+    assert cj.FitOptions().tolerance(jnp.float64) == 1e-7 and cj.FitOptions().tolerance(jnp.float32) == 1e-4
     for field, value, error in [
         ("max_steps", 0, ValueError),
         ("max_steps", 2.5, TypeError),
@@ -165,8 +165,8 @@ def test_fit_options_are_checked_when_built_and_hashable():
 
 
 def test_status_names_every_code_the_solvers_return():
-    assert [s.label for s in cj.Status] == ["running", "converged", "stalled", "non-finite", "max steps"]
-    assert cj.Status.STALLED.is_converged and not cj.Status.MAX_STEPS.is_converged
+    assert [s.label for s in cj.Status] == ["running", "converged", "stalled", "non-finite", "max steps", "slow"]
+    assert cj.Status.STALLED.is_converged and not cj.Status.MAX_STEPS.is_converged and not cj.Status.SLOW.is_converged
     law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
     x = jnp.linspace(1.0, 3.0, 8)
     result = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=3, options=cj.FitOptions(max_steps=3, polish=0))

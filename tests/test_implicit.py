@@ -242,7 +242,7 @@ def test_active_bound_has_zero_derivative_and_the_rest_matches_refits(power_law)
         def restricted(free):
             return loss(jnp.concatenate([free, held[None]]), data)
 
-        first = minimize(restricted, jnp.array([0.5, 1.5]), max_steps=1000, tol=1e-13)
+        first = minimize(restricted, jnp.array([0.5, 1.5]), max_steps=1000, tol=1e-13, handoff=1e-13)
         final = polish(restricted, first.x, max_steps=50, tol=1e-13)
         z = jnp.concatenate([final.x, held[None]])
         converged = (final.status == cj.Status.CONVERGED) | (final.status == cj.Status.STALLED)

@@ -52,7 +52,7 @@ def agreeing_ensemble(B=24):
     )
     r0, M0 = jnp.asarray([[0.5, 0.3, 0.2]]), jnp.asarray([6.0])
     at_run = jax.vmap(lambda law: law(r0, M0)[0])(laws)
-    laws = eqx.tree_at(lambda law: law.C, laws, laws.C - at_run + 2.0)
+    laws = eqx.tree_at(lambda law: law.C1, laws, laws.C1 - at_run + 2.0)  # loss_scale 1: C1 is the level
     return cj.BootstrapResult.of_laws(laws), np.asarray(r0[0]), float(M0[0])
 
 
