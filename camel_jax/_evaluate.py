@@ -216,22 +216,7 @@ def extrapolation_error(
     if data.size is None:
         raise ValueError("the extrapolation protocol needs model sizes: build MixtureData with `size`")
     size, y = np.asarray(data.size), np.asarray(data.y)
-    test_sizes = np.atleast_1d(np.asarray(test_size, dtype=float))
-    for s in test_sizes:
-        if not np.any(np.isclose(size, s)):
-            raise ValueError(f"no rows at the held-out size {s}; sizes present: {sorted(set(size.tolist()))}")
-    train = np.atleast_1d(np.asarray(train_sizes, dtype=float))
-    if masks is not None:  # the sizes the masks train on
-        trained = np.atleast_2d(np.asarray(masks, dtype=float)) * np.asarray(data.weight)[None, :]
-        train = np.unique(size[(trained > 0).any(axis=0)])
-    if train.size == 0 or not np.all(np.isfinite(train)):
-        raise ValueError(f"`train_sizes` must list the (finite) sizes to fit on; got {list(train)}")
-    inside = test_sizes[test_sizes <= train.max()]
-    if inside.size:
-        raise ValueError(
-            f"held-out size {inside[0]:g} is not beyond the training sizes {sorted(set(train.tolist()))}: the protocol "
-            "scores extrapolation to larger models; hold out sizes above every training size"
-        )
+    test_sizes, train = _protocol_sizes(data, test_size, train_sizes, masks)
     k_masks, k_fit = jax.random.split(key)
     if masks is None and strategy is None and n_points is None:  # every run at the training sizes, once
         masks = np.isin(size, train)[None, :].astype(float)
@@ -258,6 +243,29 @@ def extrapolation_error(
             rows.append({"repeat": i, "test_size": s, "n_train": n_train, "error": error, "error_se": se[i]}
                         | extra[i])  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _protocol_sizes(data: MixtureData, test_size: Any, train_sizes: Any, masks: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out and training sizes of the protocol, checked: every held-out size has rows and lies beyond
+    every training size (the sizes the masks train on, when given)."""
+    size = np.asarray(data.size)
+    test_sizes = np.atleast_1d(np.asarray(test_size, dtype=float))
+    for s in test_sizes:
+        if not np.any(np.isclose(size, s)):
+            raise ValueError(f"no rows at the held-out size {s}; sizes present: {sorted(set(size.tolist()))}")
+    train = np.atleast_1d(np.asarray(train_sizes, dtype=float))
+    if masks is not None:  # the sizes the masks train on
+        trained = np.atleast_2d(np.asarray(masks, dtype=float)) * np.asarray(data.weight)[None, :]
+        train = np.unique(size[(trained > 0).any(axis=0)])
+    if train.size == 0 or not np.all(np.isfinite(train)):
+        raise ValueError(f"`train_sizes` must list the (finite) sizes to fit on; got {list(train)}")
+    inside = test_sizes[test_sizes <= train.max()]
+    if inside.size:
+        raise ValueError(
+            f"held-out size {inside[0]:g} is not beyond the training sizes {sorted(set(train.tolist()))}: the protocol "
+            "scores extrapolation to larger models; hold out sizes above every training size"
+        )
+    return test_sizes, train
 
 
 def _predictor(law: Any, data: MixtureData, masks: np.ndarray, key: Array, restarts: int, options: Any):

@@ -163,15 +163,8 @@ def loss_vs_size(
             kept[field].append(value)
         if held_out is not None and held_out.group is not None:
             h = np.asarray(held_out.group) == g
-            ax.scatter(
-                np.asarray(held_out.size)[h],
-                np.asarray(held_out.y)[h],
-                s=40,
-                facecolor="none",
-                edgecolor=color,
-                lw=1.5,
-                zorder=3,
-            )
+            ax.scatter(np.asarray(held_out.size)[h], np.asarray(held_out.y)[h], s=40, facecolor="none",
+                       edgecolor=color, lw=1.5, zorder=3)  # fmt: skip
     _size_axis(ax, size, top, log_size)
     ax.set_xlabel("model size M")
     ax.set_ylabel(ylabel)
@@ -247,9 +240,7 @@ def objective_vs_size(
 
     `drawn(fig)`: `size`, and per mixture in legend order `curve`, `low`, `high`, `observed_size`, `observed`,
     `true` (None when not given); `trained_max` (the largest trained size), `legend`, `xlabel`, `ylabel`."""
-    from statistics import NormalDist
 
-    from ._decide import objective_draws
 
     if fitted.pipelines is None:
         raise ValueError("`fitted` has no resamples: fit it with `fit_pipeline(..., n_resamples=B)`")
@@ -257,14 +248,8 @@ def objective_vs_size(
     grid = np.asarray(sizes, dtype=float)
     names = list(mixtures)
     R = jnp.asarray(np.stack([np.asarray(mixtures[m], dtype=float) for m in names]))
-    # one key for every size: each resample's extrapolation error grows smoothly with size (common draws)
-    draws = np.stack([np.asarray(objective_draws(fitted.pipelines, R, float(M), key=key,
-                                                 calibration=fitted.calibration)) for M in grid], axis=-1)  # [B, K, S]
-    draws = draws[np.all(np.isfinite(draws), axis=(1, 2))] * scale
-    q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
-    low, mid, high = np.percentile(draws, q, axis=0)
-    z = NormalDist().inv_cdf((1 + level) / 2) * scale * (fitted.objective_noise if noise is None else noise)
-    low, high = mid - np.hypot(mid - low, z), mid + np.hypot(high - mid, z)
+    low, high = _objective_band(fitted, R, grid, key, level, fitted.objective_noise if noise is None else noise)
+    low, high = low * scale, high * scale
     curve = np.stack([np.asarray(fitted.pipeline.objective(jnp.tile(R[k], (len(grid), 1)), jnp.asarray(grid)))
                       for k in range(len(names))]) * scale  # fmt: skip
     size_in = np.asarray(fitted.loss_fit.inputs[1])
@@ -298,6 +283,23 @@ def objective_vs_size(
     fig.tight_layout()
     return _keep(fig, size=grid, trained_max=trained_max, legend=[t.get_text() for t in legend.get_texts()],
                  xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel(), **kept)  # fmt: skip
+
+
+def _objective_band(fitted: Any, R: Any, grid: np.ndarray, key: Any, level: float, noise: float):
+    """The `level` band of one run's objective at each mixture of `R` and size of `grid`: the resamples' spread
+    (calibrated draws), widened by a run's noise (`noise`, in objective units) around their median."""
+    from statistics import NormalDist
+
+    from ._decide import objective_draws
+
+    # one key for every size: each resample's extrapolation error grows smoothly with size (common draws)
+    draws = np.stack([np.asarray(objective_draws(fitted.pipelines, R, float(M), key=key,
+                                                 calibration=fitted.calibration)) for M in grid], axis=-1)  # [B, K, S]
+    draws = draws[np.all(np.isfinite(draws), axis=(1, 2))]
+    q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
+    low, mid, high = np.percentile(draws, q, axis=0)
+    z = NormalDist().inv_cdf((1 + level) / 2) * noise
+    return mid - np.hypot(mid - low, z), mid + np.hypot(high - mid, z)
 
 
 def mixture_decision(

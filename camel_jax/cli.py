@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     opt.add_argument("--seed", type=int, default=0)
 
     _next_parser(sub)
+    _design_parser(sub)
+    return parser
+
+
+def _design_parser(sub: Any) -> None:
     design = sub.add_parser("design", help="choose (size, mixture) runs under a FLOPs budget -> CSV")
     design.add_argument("--sizes", required=True, help="model sizes, comma-separated, increasing (e.g. 4,5,6,7,8,10)")
     design.add_argument("--budget", type=float, required=True, help="compute budget (FLOPs, or the units of --costs)")
@@ -100,7 +105,6 @@ def _parser() -> argparse.ArgumentParser:
     design.add_argument("--reference", default=None, help="reference mixture: runs get its +-20%% perturbations")
     design.add_argument("--seed", type=int, default=0)
     design.add_argument("--out", default="design.csv", help="output CSV (default design.csv)")
-    return parser
 
 
 def _next_parser(sub: Any) -> None:
