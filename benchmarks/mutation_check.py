@@ -47,7 +47,7 @@ MUTATIONS = [
     # --- the six of issue 35 -----------------------------------------------------------------------------------
     Mutation(
         "resampler-skips-last-unit-of-each-stratum",
-        "camel_jax/_bootstrap.py",
+        "camel_jax/_resample.py",
         "draws = jax.random.randint(k, (n_resamples, len(members)), 0, len(members))",
         "draws = jax.random.randint(k, (n_resamples, len(members)), 0, max(len(members) - 1, 1))",
         (
@@ -65,8 +65,8 @@ MUTATIONS = [
     Mutation(
         "cli-optimize-prints-uniform-mixture",
         "camel_jax/cli.py",
-        'print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.atleast_2d(r).mean(axis=0)))',
-        'print("optimal mixture: " + ", ".join(f"{x:.4f}" for x in np.full(r.shape[-1], 1 / r.shape[-1])))',
+        "    r = np.atleast_2d(np.asarray(result.r)).mean(axis=0)\n",
+        "    r = np.full(np.asarray(result.r).shape[-1], 1 / np.asarray(result.r).shape[-1])\n",
         ("tests/test_experience.py::test_cli_fit_then_optimize",),
     ),
     Mutation(
@@ -96,7 +96,7 @@ MUTATIONS = [
     # --- more, in code that matters ------------------------------------------------------------------------------
     Mutation(
         "resampler-counts-each-draw-twice",  # right mean and row sums, variance doubled
-        "camel_jax/_bootstrap.py",
+        "camel_jax/_resample.py",
         "draws = jax.random.randint(k, (n_resamples, len(members)), 0, len(members))",
         "draws = jnp.repeat(jax.random.randint(k, (n_resamples, len(members)), 0, len(members)), 2, axis=1)"
         "[:, : len(members)]",
