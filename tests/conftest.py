@@ -18,6 +18,14 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module: modules rarely share programs, and an xdist worker that
+    kept every module's programs grew past 5 GB and twice aborted inside XLA's compiler late in a run."""
+    yield
+    jax.clear_caches()
+
+
 @pytest.fixture(scope="session")
 def demo_quick(tmp_path_factory):
     """`camel-jax demo --quick`, run once per session: (its output folder, the numbers it returns)."""
