@@ -64,7 +64,7 @@ MUTATIONS = [
     ),
     Mutation(
         "cli-optimize-prints-uniform-mixture",
-        "camel_jax/cli.py",
+        "camel_jax/cli/optimize.py",
         "    r = np.atleast_2d(np.asarray(result.r)).mean(axis=0)\n",
         "    r = np.full(np.asarray(result.r).shape[-1], 1 / np.asarray(result.r).shape[-1])\n",
         ("tests/test_experience.py::test_cli_fit_then_optimize",),

@@ -69,6 +69,7 @@ from ._tables import fit_benchmarks as fit_benchmarks
 from ._tables import mixture_path as mixture_path
 from .laws import CAMEL as CAMEL
 from .laws import DML as DML
+from .laws import LAW_NAMES as LAW_NAMES
 from .laws import AbstractLaw as AbstractLaw
 from .laws import CAMELData as CAMELData
 from .laws import Chinchilla as Chinchilla
@@ -76,6 +77,7 @@ from .laws import LossToBenchmark as LossToBenchmark
 from .laws import PowerLaw as PowerLaw
 from .laws import SODMAdditive as SODMAdditive
 from .laws import SODMJoint as SODMJoint
+from .laws import law_template as law_template
 
 # The public surface, by layer: laws, data, fitting, mixture, experiments (`camel_jax.simulate` and
 # `camel_jax.plot` are namespaces of their own). docs/api/*.md has one entry per name (tests/test_docs.py).
@@ -90,6 +92,8 @@ __all__ = [
     "Chinchilla",
     "PowerLaw",
     "LossToBenchmark",
+    "law_template",
+    "LAW_NAMES",
     # data in and out
     "MixtureData",
     "BenchmarkData",

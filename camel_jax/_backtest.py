@@ -53,7 +53,7 @@ from ._next import greedy_batch
 from ._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
 from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
 from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
-from .laws import CAMEL, CAMELData, SODMAdditive
+from .laws import law_template
 from .laws._base import count
 
 BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
@@ -521,11 +521,10 @@ def _cell_resamples(masks: np.ndarray, size: np.ndarray, n_resamples: int, key: 
 
 
 def _template(law: str, n: int, key: Array) -> Any:
-    if law == "camel-data":  # the runs share one token count: the data term is a size-free mixture effect
-        return CAMELData.sample_init(key, n_datasets=n, n_domains=3, tied=True, tokens=False, capacity_exponent=3.0)
-    if law == "sodm":
-        return SODMAdditive.sample_init(key, n_datasets=n, tokens=False, size_scale=10.0)
-    return CAMEL.sample_init(key, n_datasets=n, n_domains=3, tied=law == "camel", capacity_exponent=3.0)
+    """The registered law a method names (`laws.LAWS`: "camel" is tied CAMEL everywhere), as the paper fits it: k=3,
+    capacity exponent 3; the runs share one token count, so CAMELData's data term is a size-free mixture effect."""
+    scale = {"size_scale": 10.0} if law == "sodm" else {}
+    return law_template(law, key, n_datasets=n, n_domains=3, capacity_exponent=3.0, tokens=False, **scale)
 
 
 def _best_observed(setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -237,3 +237,16 @@ def _warn_sizes(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
             "extrapolation in size is unreliable",
             stacklevel=4,
         )
+
+
+# Correlation of log tokens with log size above which a law of both cannot tell their effects apart.
+COLLINEAR = 0.99
+
+
+def log_correlation(x: Any, z: Any) -> float:
+    """The correlation of log x with log z over the runs (0 when either is constant): near +-1, a law of both
+    cannot separate their effects."""
+    log_x, log_z = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(z, dtype=float))
+    if np.ptp(log_x) == 0 or np.ptp(log_z) == 0:
+        return 0.0
+    return float(np.corrcoef(log_x, log_z)[0, 1])

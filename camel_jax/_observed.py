@@ -25,7 +25,7 @@ from ._checks import DESIGN_WARNINGS
 from ._evaluate import DMLNested, identical_rows
 from ._fit import fit
 from ._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
-from .laws import CAMEL, CAMELData, SODMAdditive
+from .laws import law_template
 
 OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 OBSERVED_COLUMNS = (
@@ -220,11 +220,9 @@ def _combine(weights: Mapping[str, float], losses: list[str], values: np.ndarray
 
 
 def _template(law: str, n: int, scale: float, key: Array) -> Any:
-    if law == "camel-data":  # tokens are not an input here: the data term is folded into each run's own count
-        return CAMELData.sample_init(key, n_datasets=n, n_domains=3, tied=True, tokens=False, size_scale=scale)
-    if law == "sodm":
-        return SODMAdditive.sample_init(key, n_datasets=n, tokens=False, size_scale=scale)
-    return CAMEL.sample_init(key, n_datasets=n, n_domains=3, tied=law == "camel", size_scale=scale)
+    """The registered law a method names (`laws.LAWS`), k=3; tokens are not an input here: CAMELData's data term
+    is folded into each run's own count."""
+    return law_template(law, key, n_datasets=n, n_domains=3, tokens=False, size_scale=scale)
 
 
 def _law_fit(law, r, s, Y, W, restarts, key) -> Any:

@@ -102,3 +102,12 @@ def select_law(
     order = sorted(mean.index, key=lambda name: (not np.isfinite(mean[name]), mean[name]))
     table["rank"] = table["law"].map({name: j + 1 for j, name in enumerate(order)})
     return str(order[0]), table[list(SELECT_COLUMNS) + [c for c in table if c not in SELECT_COLUMNS]]
+
+
+def simplest_within(errors: Mapping[str, float], n_params: Mapping[str, int], best: str, se: float) -> str:
+    """The one-standard-error rule: among the laws whose held-out error is within `se` of the best law's, the one
+    with the fewest free parameters (ties: the lower error). Without a finite `se`, the best law."""
+    if not np.isfinite(se):
+        return best
+    close = [name for name, e in errors.items() if np.isfinite(e) and e <= errors[best] + se]
+    return min(close, key=lambda name: (n_params[name], errors[name]))

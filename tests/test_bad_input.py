@@ -17,6 +17,8 @@ from helpers import known_tied_camel, tamper
 
 import camel_jax as cj
 from camel_jax import cli, simulate
+from camel_jax._select import simplest_within
+from camel_jax.cli import fit as fit_command
 
 R5 = np.random.default_rng(0).dirichlet(np.ones(5), 12)
 SIZES = np.repeat([4.0, 6.0, 8.0], 4)
@@ -625,12 +627,12 @@ def test_ctrl_c_is_one_line_with_rc_130_and_a_finished_fit_is_kept(files, tmp_pa
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_intervals", interrupt)
+    monkeypatch.setattr(fit_command, "_intervals", interrupt)
     argv = ["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2", "--out",
             tmp_path / "fit"]  # fmt: skip
     code, err = run_cli(argv, capsys)
     assert code == 0 and "without intervals" in err and (tmp_path / "fit.npz").is_file()
-    monkeypatch.setattr(cli, "_fit_columns", interrupt)
+    monkeypatch.setattr(fit_command, "_fit_columns", interrupt)
     code, err = run_cli(argv[:-1] + [tmp_path / "other"], capsys)
     assert code == 130 and err == "camel-jax fit: interrupted" and not (tmp_path / "other.npz").exists()
 
@@ -664,26 +666,26 @@ def test_the_token_path_of_the_figure_passes_through_the_runs():
     """Before: token-aware laws were drawn at the median token count, flat lines far from every point."""
     size = jnp.asarray([4.0, 4.0, 6.0, 8.0])
     data = cj.MixtureData(np.tile([[0.5, 0.5]], (4, 1)), jnp.ones(4), size=size, tokens=20 * size**1.1)
-    path = cli._token_path(lambda r, s, t: t, data)
+    path = fit_command._token_path(lambda r, s, t: t, data)
     assert np.allclose(np.asarray(path(None, size)), np.asarray(data.tokens), rtol=1e-12)
 
 
 def test_auto_prefers_the_simpler_law_within_one_standard_error():
-    errors = {"camel": 0.158, "camel-tied": 0.163, "sodm-additive": 0.40}
-    n_params = {"camel": 25, "camel-tied": 12, "sodm-additive": 20}
-    assert cli.simplest_within(errors, n_params, "camel", se=0.01) == "camel-tied"
-    assert cli.simplest_within(errors, n_params, "camel", se=0.001) == "camel"  # beyond the noise: the best
-    assert cli.simplest_within(errors, n_params, "camel", se=np.nan) == "camel"
+    errors = {"camel-free": 0.158, "camel-tied": 0.163, "sodm-additive": 0.40}
+    n_params = {"camel-free": 25, "camel-tied": 12, "sodm-additive": 20}
+    assert simplest_within(errors, n_params, "camel-free", se=0.01) == "camel-tied"
+    assert simplest_within(errors, n_params, "camel-free", se=0.001) == "camel-free"  # beyond the noise: the best
+    assert simplest_within(errors, n_params, "camel-free", se=np.nan) == "camel-free"
 
 
 def test_collinear_tokens_and_size_are_said(capsys):
     size = np.repeat([4.0, 6.0, 8.0], 2)
-    table = cli._Table((np.ones((6, 2)) / 2, size, 20 * size), np.ones(6), ["r_a", "r_b"], "size", "tokens")
-    cli._warn_collinear(table)
+    table = fit_command._Table((np.ones((6, 2)) / 2, size, 20 * size), np.ones(6), ["r_a", "r_b"], "size", "tokens")
+    fit_command._warn_collinear(table)
     assert "tokens and size are collinear" in capsys.readouterr().out
-    table = cli._Table((np.ones((6, 2)) / 2, size, 20 * size * np.r_[1, 3, 1, 3, 1, 3]), np.ones(6), ["r_a", "r_b"],
+    table = fit_command._Table((np.ones((6, 2)) / 2, size, 20 * size * np.r_[1, 3, 1, 3, 1, 3]), np.ones(6), ["r_a", "r_b"],
                        "size", "tokens")  # fmt: skip
-    cli._warn_collinear(table)
+    fit_command._warn_collinear(table)
     assert capsys.readouterr().out == ""
 
 

@@ -1,0 +1,177 @@
+"""What every subcommand shares: the one-line user error, JAX's set-up, reading CSVs, all-or-none writes, and
+the checks on a saved result before a decision is drawn from it."""
+
+from __future__ import annotations
+
+import os
+import sys  # noqa: F401
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class UserError(Exception):
+    """A problem with the command line's input, reported as one line with exit code 2."""
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--{name} must be comma-separated numbers; got {text!r}") from None
+
+
+def configure_jax() -> Path | None:
+    """float64, and JAX's persistent compilation cache so that a second run reuses the first one's programs.
+
+    The cache lives in `$CAMEL_JAX_CACHE_DIR` (default `$XDG_CACHE_HOME/camel-jax/jax`, i.e.
+    `~/.cache/camel-jax/jax`); `CAMEL_JAX_CACHE_DIR=off` disables it, and an unwritable folder runs without it.
+    JAX's own `JAX_COMPILATION_CACHE_DIR`, when set, is in force from the first compile on and is left as it is.
+    Returns the folder in use, or None. Call it before anything is compiled."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    setting = os.environ.get("CAMEL_JAX_CACHE_DIR", "").strip()
+    if setting.lower() == "off":
+        return None
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return Path(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = Path(setting) if setting else base / "camel-jax" / "jax"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # the demo's many small programs too
+    return folder
+
+
+def _read_csv(path: str):
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise UserError(f"no such file: {path}")
+    try:
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, IndexError) as error:
+        message = str(error).splitlines()[0] if str(error) else "empty file"
+        raise UserError(f"cannot read {path} as CSV: {message}") from None
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise UserError(f"{path} has duplicated column name(s) {repeated}: rename them so each is unique")
+    if len(df.columns) == 1 and any(sep in str(df.columns[0]) for sep in ";\t|"):
+        raise UserError(
+            f"{path} has a single column {str(df.columns[0])[:60]!r}: camel-jax reads comma-separated files; "
+            "is this one separated by ';', tabs or '|'?"
+        )
+    return df
+
+
+def _check_destination(prefix: Path, suffixes: tuple[str, ...] = ("",)) -> None:
+    """Fail before any compute when the outputs (`prefix` + each suffix) cannot be written."""
+    folder = prefix.parent if str(prefix.parent) else Path(".")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write the outputs to {folder}/ (--out {prefix}): not a writable folder")
+    for suffix in suffixes:
+        path = Path(f"{prefix}{suffix}")
+        if path.is_dir():
+            raise UserError(f"cannot write {path} (--out {prefix}): it is a folder")
+
+
+def _write_outputs(files: dict[Path, Any]) -> None:
+    """Write every output or none: each to a temporary file beside it, and only when all are written are they
+    renamed into place. A failure removes only this run's temporary files: earlier outputs at the same paths stay."""
+    from .._save import _write_temporary
+
+    written: dict[Path, Path] = {}
+    try:
+        for path, write in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written[path] = _write_temporary(path, write)
+        for path, tmp in written.items():
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp in written.values():
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def _best_starts(result: Any, n: int = 4) -> Any:
+    """The n lowest-objective starts of a fit (a batched law): warm starts for its bootstrap."""
+    import jax
+
+    return jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:n]], result.laws)
+
+
+def _mixture_names(saved: Any, n: int) -> list[str]:
+    """The mixture columns a saved result was fitted on (dataset 0, 1, ... for a file without names)."""
+    from .._fit import FitResult
+    from .._pipeline import PipelineFit
+
+    fitted = saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
+    names = getattr(fitted, "names", None) or getattr(saved, "datasets", None)
+    return list(names) if names is not None and len(names) == n else [f"dataset {j}" for j in range(n)]
+
+
+def _training_data(saved: Any) -> Any:
+    """The FitResult behind a saved result (None for a bare Pipeline)."""
+    from .._fit import FitResult
+    from .._pipeline import PipelineFit
+
+    return saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
+
+
+def _check_decidable(saved: Any, path: str) -> None:
+    """Refuse, before any compute, a saved result that cannot support a decision about mixtures: a fit whose every
+    start failed (its chosen law is non-finite), or one made on a single mixture."""
+    import jax
+
+    from .._checks import check_several_mixtures
+
+    fitted = _training_data(saved)
+    if fitted is None:
+        return
+    leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(fitted.law)]
+    if not all(np.isfinite(leaf).all() for leaf in leaves):
+        raise UserError(f"{path}: every start of this fit failed (its law is not finite): refit before deciding")
+    if len(fitted.inputs) and np.ndim(fitted.inputs[0]) == 2:
+        try:
+            check_several_mixtures(fitted.inputs[0], fitted.weights, path)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+
+
+# A target size this many times beyond the trained sizes is said to be an extrapolation far from the data.
+FAR = 4.0
+
+
+def _warn_extrapolation(saved: Any, size: float) -> None:
+    fitted = _training_data(saved)
+    if fitted is None or len(fitted.inputs) < 2:
+        return
+    sizes = np.asarray(fitted.inputs[1])[np.asarray(fitted.weights).reshape(-1, len(fitted.inputs[1])).max(0) > 0]
+    low, high = float(sizes.min()), float(sizes.max())
+    if size > FAR * high or size < low / FAR:
+        print(
+            f"warning: size {size:g} is far outside the trained sizes [{low:g}, {high:g}] ({size / high:.3g}x the "
+            "largest): the prediction there rests on the law's form alone, not on data"
+        )
+
+
+def _load_fit(path: str) -> Any:
+    """The saved result behind `next`, refused before any compute when it cannot support a decision."""
+    from .._save import load
+
+    if not Path(path).is_file():
+        raise UserError(f"no such file: {path}")
+    saved = load(path)
+    _check_decidable(saved, path)
+    return saved

@@ -1,0 +1,204 @@
+"""`camel-jax optimize saved.npz --size M`: the optimal mixture under a saved fit or pipeline, with the verdict of a
+batched pipeline against a reference."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._common import UserError, _check_decidable, _floats, _mixture_names, _warn_extrapolation
+
+
+def add_parser(sub: Any) -> None:
+    opt = sub.add_parser("optimize", help="optimal mixture for a target size from a saved fit or pipeline")
+    opt.add_argument("saved", help="a .npz written by `camel-jax fit` (minimizes the loss), or camel_jax.save of a "
+                     "pipeline or of a fit_pipeline result (its calibrated verdict)")  # fmt: skip
+    opt.add_argument(
+        "--size", type=float, default=None, help="target model size, in the units of the fit (not for a dml fit)"
+    )
+    opt.add_argument("--tokens", type=float, default=None, help="training tokens at the target size (for a fit of "
+                     "a token-aware law: camel-data*, sodm-* with tokens)")  # fmt: skip
+    opt.add_argument("--objective", default=None, help="pipeline objective: balanced|math|code|knowledge")
+    opt.add_argument("--weights", default=None, help="pipeline weights as name=w,name=w (instead of --objective)")
+    opt.add_argument(
+        "--reference",
+        default=None,
+        help="reference mixture (comma-separated): the trust region's centre with --max-shift; with a batched "
+        "pipeline, also the verdict: does the chosen mixture beat it?",
+    )
+    opt.add_argument("--max-shift", type=float, default=None, help="trust region: r_j within ref_j (1 +- shift)")
+    opt.add_argument("--lower", default=None, help="per-dataset lower bounds (comma-separated)")
+    opt.add_argument("--upper", default=None, help="per-dataset upper bounds (comma-separated)")
+    opt.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> None:
+    import jax
+
+    from .._fit import FitResult
+    from .._optimize import check_model_size
+    from .._pipeline import Pipeline, PipelineFit
+    from .._save import load
+
+    if not Path(args.saved).is_file():
+        raise UserError(f"no such file: {args.saved}")
+    saved = load(args.saved)
+    if not isinstance(saved, (FitResult, Pipeline, PipelineFit)):
+        raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
+    _check_decidable(saved, args.saved)
+    if isinstance(saved, FitResult) and (args.objective or args.weights):
+        raise UserError(
+            f"{args.saved} is a loss fit: `optimize` minimizes its predicted loss, and --objective/--weights "
+            "(benchmark weights) apply only to a saved pipeline; drop them"
+        )
+    verdict = isinstance(saved, PipelineFit) and saved.pipelines is not None
+    verdict = verdict or (isinstance(saved, Pipeline) and bool(saved.batch_shape))
+    if args.reference and args.max_shift is None and not verdict:
+        raise UserError(
+            "--reference is only used with --max-shift (the trust region), or for the verdict of a batched pipeline "
+            "(one saved with its resamples): give --max-shift"
+        )
+    takes_size = not (isinstance(saved, FitResult) and len(saved.inputs) == 1)
+    if takes_size and args.size is None:
+        raise UserError("--size is required: the target model size, in the units of the fit")
+    if not takes_size and args.size is not None:
+        raise UserError(f"a {type(saved.law).__name__} fit describes the one size it was fitted at: drop --size")  # type: ignore[union-attr]
+    if args.size is not None:
+        check_model_size(args.size, "--size")
+        _warn_extrapolation(saved, args.size)
+    _check_tokens(saved, args)
+    bounds = _bounds(args)
+    key = jax.random.key(args.seed)
+    if isinstance(saved, FitResult):
+        result = _optimize_fit(saved, args, bounds, key)
+    else:
+        result = _optimize_pipeline(saved, args, bounds, key)
+    r = np.atleast_2d(np.asarray(result.r)).mean(axis=0)
+    names = _mixture_names(saved, len(r))
+    print("optimal mixture: " + ", ".join(f"{name} {x:.4f}" for name, x in zip(names, r)))
+    print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+
+
+def _check_tokens(saved: Any, args: argparse.Namespace) -> None:
+    """--tokens is needed by a fit of a token-aware law (inputs (r, size, tokens)) and refused by any other."""
+    from .._fit import FitResult
+
+    takes_tokens = isinstance(saved, FitResult) and len(saved.inputs) == 3
+    if takes_tokens and args.tokens is None:
+        seen = np.asarray(saved.inputs[2])
+        raise UserError(
+            f"this fit's law ({type(saved.law).__name__}) also takes training tokens: pass --tokens, the tokens of "
+            f"the run at --size (the fit saw {seen.min():.3g} to {seen.max():.3g})"
+        )
+    if not takes_tokens and args.tokens is not None:
+        raise UserError("this saved result takes no tokens: drop --tokens")
+    if args.tokens is not None and not (np.isfinite(args.tokens) and args.tokens > 0):
+        raise UserError(f"--tokens must be a positive number; got {args.tokens:g}")
+
+
+def _bounds(args: argparse.Namespace) -> dict[str, Any]:
+    """`optimal_mixture`'s bound keywords from --lower, --upper, --reference and --max-shift."""
+    bounds: dict[str, Any] = {}
+    if args.lower:
+        bounds["lower"] = _floats(args.lower, "lower")
+    if args.upper:
+        bounds["upper"] = _floats(args.upper, "upper")
+    if args.max_shift is not None:
+        if not args.reference:
+            raise UserError("--max-shift needs --reference")
+        bounds |= {"reference": _floats(args.reference, "reference"), "max_shift": args.max_shift}
+    return bounds
+
+
+def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
+    """The mixture of lowest predicted loss under a saved fit (at --size, or at the one fitted size)."""
+    import jax.numpy as jnp
+
+    from .._optimize import optimal_mixture
+
+    law = saved.law
+    n = law.structure().get("n_datasets")
+    if n is None:
+        raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
+    if args.size is None:
+        result = optimal_mixture(lambda r: -law(r[None, :])[0], int(n), key=key, **bounds)
+        print(f"predicted loss at the fitted size: {-float(result.value):.5g}")
+        return result
+    size = jnp.asarray([args.size])
+    if args.tokens is not None:
+        tokens = jnp.asarray([args.tokens])
+        result = optimal_mixture(lambda r: -law(r[None, :], size, tokens)[0], int(n), key=key, **bounds)
+        print(f"predicted loss at size {args.size:g}, tokens {args.tokens:g}: {-float(result.value):.5g}")
+        return result
+    result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
+    print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
+    return result
+
+
+def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
+    """The mixture of highest predicted weighted accuracy under a saved pipeline (or fitted pipeline), at --size.
+
+    A saved PipelineFit keeps its own objective: its calibration and noise are those of that objective."""
+    from .._optimize import optimal_mixture
+    from .._pipeline import Pipeline, PipelineFit
+
+    fitted: Any
+    if isinstance(saved, PipelineFit):
+        if args.objective or args.weights:
+            raise UserError("a saved fit_pipeline result keeps the objective it was fitted for (its calibration and "
+                            "noise are that objective's): drop --objective/--weights")  # fmt: skip
+        fitted, pipeline = saved, saved.pipeline if saved.pipelines is None else saved.pipelines
+    else:
+        pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args), saved.datasets)
+        fitted = pipeline
+    if not (pipeline.batch_shape and args.reference):
+        point = saved.pipeline if isinstance(saved, PipelineFit) else pipeline
+        result = optimal_mixture(point, point.n_datasets, key=key, model_size=args.size, **bounds)
+        print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
+        return result
+    # a batched pipeline and a reference: one mixture (the best mean over resamples) and the verdict against it
+    bounds["reference"] = _floats(args.reference, "reference")
+    result = optimal_mixture(fitted, pipeline.n_datasets, key=key, model_size=args.size, robust="mean", **bounds)
+    decision = result.decision
+    assert decision is not None  # a batched pipeline, `robust` and a reference always give one
+    print(
+        f"predicted weighted accuracy at size {args.size:g}: {decision.value:.5g} "
+        f"[{decision.value_low:.5g}, {decision.value_high:.5g}] ({decision.level:.0%}, mean over resamples maximized)"
+    )
+    print(decision.line())
+    return result
+
+
+def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
+    """--weights name=w,... or the named --objective, restricted to the pipeline's benchmarks."""
+    from .._pipeline import OBJECTIVES
+
+    if args.objective and args.weights:
+        raise UserError("give --objective or --weights, not both")
+    if args.weights:
+        weights = {}
+        for item in args.weights.split(","):
+            name, _, value = item.partition("=")
+            try:
+                weights[name.strip()] = float(value)
+            except ValueError:
+                raise UserError(f"--weights must be name=number pairs; got {item!r}") from None
+        unknown = sorted(set(weights) - set(saved.loss_laws))
+        if unknown:
+            raise UserError(
+                f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
+            )
+        return weights
+    name = args.objective or "balanced"
+    if name not in OBJECTIVES:
+        raise UserError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
+    weights = {b: w for b, w in OBJECTIVES[name].items() if b in saved.loss_laws}
+    left_out = sorted(set(OBJECTIVES[name]) - set(weights))
+    if not weights:
+        raise UserError(f"the pipeline has none of the {name} objective's benchmarks; use --weights")
+    if left_out:
+        print(f"note: the pipeline has no law for {left_out}; the {name} objective uses the others")
+    return weights
