@@ -29,8 +29,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import camel_jax as cj  # noqa: E402
-from camel_jax import _simulate  # noqa: E402
-from camel_jax._design import perturbed_mixtures  # noqa: E402
+from camel_jax.experiments import _simulate  # noqa: E402
+from camel_jax.experiments._design import perturbed_mixtures  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])

@@ -47,7 +47,7 @@ MUTATIONS = [
     # --- the six of issue 35 -----------------------------------------------------------------------------------
     Mutation(
         "resampler-skips-last-unit-of-each-stratum",
-        "camel_jax/_resample.py",
+        "camel_jax/fitting/_resample.py",
         "draws = jax.random.randint(k, (n_resamples, len(members)), 0, len(members))",
         "draws = jax.random.randint(k, (n_resamples, len(members)), 0, max(len(members) - 1, 1))",
         (
@@ -57,7 +57,7 @@ MUTATIONS = [
     ),
     Mutation(
         "prescreen-keeps-worst-starts",
-        "camel_jax/_fit.py",
+        "camel_jax/fitting/_fit.py",
         "_, kept = jax.lax.top_k(-jnp.where(jnp.isfinite(values), values, jnp.inf), options.prescreen)",
         "_, kept = jax.lax.top_k(jnp.where(jnp.isfinite(values), values, -jnp.inf), options.prescreen)",
         ("tests/test_fit.py::test_inits_prescreen_and_result_fields",),
@@ -78,14 +78,14 @@ MUTATIONS = [
     ),
     Mutation(
         "load-forces-log-residuals",
-        "camel_jax/_save.py",
+        "camel_jax/io/_save.py",
         'log_residuals=meta["log_residuals"],',
         "log_residuals=True,",
         ("tests/test_experience.py::test_save_load_round_trips_every_field_of_a_fit_with_non_default_options",),
     ),
     Mutation(
         "objective-uses-weights-as-mask",
-        "camel_jax/_fit.py",
+        "camel_jax/fitting/_fit.py",
         "jnp.where(mask, weights * huber(",
         "jnp.where(mask, 1.0 * huber(",
         (
@@ -96,7 +96,7 @@ MUTATIONS = [
     # --- more, in code that matters ------------------------------------------------------------------------------
     Mutation(
         "resampler-counts-each-draw-twice",  # right mean and row sums, variance doubled
-        "camel_jax/_resample.py",
+        "camel_jax/fitting/_resample.py",
         "draws = jax.random.randint(k, (n_resamples, len(members)), 0, len(members))",
         "draws = jnp.repeat(jax.random.randint(k, (n_resamples, len(members)), 0, len(members)), 2, axis=1)"
         "[:, : len(members)]",
@@ -104,14 +104,14 @@ MUTATIONS = [
     ),
     Mutation(
         "huber-linear-branch-offset",
-        "camel_jax/_fit.py",
+        "camel_jax/fitting/_fit.py",
         "delta * (a - 0.5 * delta)",
         "delta * (a - delta)",
         ("tests/test_fit.py::test_huber_and_objective_by_hand",),
     ),
     Mutation(
         "objective-ignores-huber-delta",
-        "camel_jax/_fit.py",
+        "camel_jax/fitting/_fit.py",
         "huber(jnp.where(mask, res, 0.0), options.delta)",
         "huber(jnp.where(mask, res, 0.0), 1e-3)",
         ("tests/test_fit.py::test_huber_and_objective_by_hand",),
@@ -146,21 +146,21 @@ MUTATIONS = [
     ),
     Mutation(
         "flops-2nd-not-6nd",
-        "camel_jax/_design.py",
+        "camel_jax/experiments/_design.py",
         "return 6.0 * np.asarray(active_params, dtype=float) * np.asarray(tokens, dtype=float)",
         "return 2.0 * np.asarray(active_params, dtype=float) * np.asarray(tokens, dtype=float)",
         ("tests/test_design.py::test_flops_is_six_n_d",),
     ),
     Mutation(
         "interval-at-the-wrong-percentiles",
-        "camel_jax/_bootstrap.py",
+        "camel_jax/fitting/_bootstrap.py",
         "q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])",
         "q = 100 * np.array([1 - level, level])",
         ("tests/test_bootstrap.py::test_bootstrap_is_deterministic_chunk_invariant_and_gives_intervals",),
     ),
     Mutation(
         "verdict-swapped",
-        "camel_jax/_decide.py",
+        "camel_jax/mixture/_decide.py",
         "verdict=VERDICTS[1] if reason else VERDICTS[0],",
         "verdict=VERDICTS[0] if reason else VERDICTS[1],",
         ("tests/test_calibrate.py::test_optimal_mixture_gives_the_verdict_for_a_reference",),

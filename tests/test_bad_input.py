@@ -17,8 +17,8 @@ from helpers import known_tied_camel, tamper
 
 import camel_jax as cj
 from camel_jax import cli, simulate
-from camel_jax._select import simplest_within
 from camel_jax.cli import fit as fit_command
+from camel_jax.experiments._select import simplest_within
 
 R5 = np.random.default_rng(0).dirichlet(np.ones(5), 12)
 SIZES = np.repeat([4.0, 6.0, 8.0], 4)
@@ -418,12 +418,12 @@ def test_cli_dml_fit_then_optimize_works(files, capsys):
 
 def test_cli_failed_output_write_leaves_no_file_behind(files, tmp_path, monkeypatch, capsys):
     folder, _, _ = files
-    import camel_jax._save
+    import camel_jax.io._save
 
     def fail(obj, file):
         raise OSError("disk full")
 
-    monkeypatch.setattr(camel_jax._save, "save_to", fail)
+    monkeypatch.setattr(camel_jax.io._save, "save_to", fail)
     code = cli.main(
         ["fit", str(folder / "runs.csv"), "--restarts", "2", "--resamples", "0", "--out", str(tmp_path / "fit")]
     )
@@ -433,7 +433,7 @@ def test_cli_failed_output_write_leaves_no_file_behind(files, tmp_path, monkeypa
 
 
 def test_bootstrap_chunks_follow_a_memory_budget_and_ctrl_c_keeps_finished_chunks(monkeypatch):
-    import camel_jax._bootstrap as boot_module
+    import camel_jax.fitting._bootstrap as boot_module
 
     true = known_tied_camel()
     r = jnp.asarray(R5[:, :3] / R5[:, :3].sum(1, keepdims=True))
@@ -543,9 +543,9 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_save(files, tm
 
 
 def camel_jax_save():
-    import camel_jax._save
+    import camel_jax.io._save
 
-    return camel_jax._save
+    return camel_jax.io._save
 
 
 def test_bounds_within_rounding_of_the_simplex_are_feasible():

@@ -13,7 +13,7 @@ from jax.scipy.stats import norm
 
 import camel_jax as cj
 from camel_jax import simulate
-from camel_jax._calibrate import _moments
+from camel_jax.fitting._calibrate import _moments
 
 
 def _calibration(kappa_level, kappa_mix, size_max=10.0, log_scale=True, cells=(0.2, 0.2, 0.4)):
@@ -42,7 +42,7 @@ def test_widen_adds_the_extrapolation_variance_to_the_percentile_band():
 
 
 def test_t_quantile_matches_the_tables():
-    from camel_jax._calibrate import t_quantile
+    from camel_jax.fitting._calibrate import t_quantile
 
     for dof, value in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (1000, 1.9623)):
         assert t_quantile(0.975, dof) == pytest.approx(value, abs=1e-4)

@@ -11,8 +11,8 @@ import pytest
 from helpers import known_tied_camel
 
 import camel_jax as cj
-from camel_jax import _simulate
-from camel_jax._design import perturbed_mixtures
+from camel_jax.experiments import _simulate
+from camel_jax.experiments._design import perturbed_mixtures
 
 DATA = Path(__file__).parent / "data"
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from camel_jax import _design
+from camel_jax.experiments import _design
 
 SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 COST = np.array(SIZES) ** 3

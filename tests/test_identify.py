@@ -10,9 +10,10 @@ import pytest
 import shared_data
 
 import camel_jax as cj
-from camel_jax import _simulate, cli
-from camel_jax._design import perturbed_mixtures
-from camel_jax._identify import identifiability
+from camel_jax import cli
+from camel_jax.experiments import _simulate
+from camel_jax.experiments._design import perturbed_mixtures
+from camel_jax.fitting._identify import identifiability
 
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
 PAPER_SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]

@@ -12,8 +12,8 @@ from helpers import known_tied_camel, random_mixtures
 from jax.flatten_util import ravel_pytree
 
 import camel_jax as cj
-from camel_jax._lbfgs import minimize
-from camel_jax._newton import polish
+from camel_jax.solver._lbfgs import minimize
+from camel_jax.solver._newton import polish
 
 KEY = jax.random.key(0)
 # Refits for finite differences must be exact to far below the step: a tight tolerance, Newton polish on.

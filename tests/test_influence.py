@@ -11,7 +11,7 @@ import camel_jax as cj
 
 KEY = jax.random.key(0)
 # A well-posed simulated Chinchilla design: 30 runs, 1% noise, a Huber band at the noise scale (least squares),
-# so that the first-order theory applies (see `camel_jax._influence`).
+# so that the first-order theory applies (see `camel_jax.fitting._influence`).
 OPTIONS = cj.FitOptions(delta=0.1, tol=1e-13)
 AT = (np.array([1e10]), np.array([2e11]))  # the target: a larger model and more tokens than any run
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import make_pipeline, random_mixtures
 
 import camel_jax as cj
-from camel_jax._next import greedy_batch
+from camel_jax.mixture._next import greedy_batch
 
 
 def test_variance_reduction_is_zero_where_members_agree_and_var_q_for_q_itself():

@@ -100,7 +100,7 @@ def test_projection_onto_the_capped_simplex():
 
 @pytest.mark.parametrize("robust", ["mean", ("quantile", 0.25)])
 def test_robust_mixtures_solves_each_decision_as_optimal_mixture_does(robust):
-    from camel_jax._optimize import robust_mixtures
+    from camel_jax.mixture._optimize import robust_mixtures
 
     pipe = make_pipeline(batch=6)  # 6 resamples -> 2 decisions of 3 resamples each
     cells = jax.tree.map(lambda leaf: leaf.reshape((2, 3) + leaf.shape[1:]), pipe)

@@ -6,8 +6,8 @@ import jax
 import pytest
 
 import camel_jax as cj
-from camel_jax import _backtest, _observed
 from camel_jax.cli import fit as fit_command
+from camel_jax.experiments import _backtest, _observed
 from camel_jax.laws import ALIASES, LAWS, law_entry, law_name
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from camel_jax import _simulate
+from camel_jax.experiments import _simulate
 
 
 @pytest.fixture(scope="module")

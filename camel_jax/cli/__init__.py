@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import __version__
+from .._version import __version__
 from . import demo, design, fit, optimize
 from . import next as next_command
 from ._common import UserError, configure_jax

@@ -89,7 +89,7 @@ def _check_destination(prefix: Path, suffixes: tuple[str, ...] = ("",)) -> None:
 def _write_outputs(files: dict[Path, Any]) -> None:
     """Write every output or none: each to a temporary file beside it, and only when all are written are they
     renamed into place. A failure removes only this run's temporary files: earlier outputs at the same paths stay."""
-    from .._save import _write_temporary
+    from ..io._save import _write_temporary
 
     written: dict[Path, Path] = {}
     try:
@@ -113,8 +113,8 @@ def _best_starts(result: Any, n: int = 4) -> Any:
 
 def _mixture_names(saved: Any, n: int) -> list[str]:
     """The mixture columns a saved result was fitted on (dataset 0, 1, ... for a file without names)."""
-    from .._fit import FitResult
-    from .._pipeline import PipelineFit
+    from ..fitting._fit import FitResult
+    from ..mixture._pipeline import PipelineFit
 
     fitted = saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
     names = getattr(fitted, "names", None) or getattr(saved, "datasets", None)
@@ -123,8 +123,8 @@ def _mixture_names(saved: Any, n: int) -> list[str]:
 
 def _training_data(saved: Any) -> Any:
     """The FitResult behind a saved result (None for a bare Pipeline)."""
-    from .._fit import FitResult
-    from .._pipeline import PipelineFit
+    from ..fitting._fit import FitResult
+    from ..mixture._pipeline import PipelineFit
 
     return saved if isinstance(saved, FitResult) else saved.loss_fit if isinstance(saved, PipelineFit) else None
 
@@ -134,7 +134,7 @@ def _check_decidable(saved: Any, path: str) -> None:
     start failed (its chosen law is non-finite), or one made on a single mixture."""
     import jax
 
-    from .._checks import check_several_mixtures
+    from ..solver._checks import check_several_mixtures
 
     fitted = _training_data(saved)
     if fitted is None:
@@ -168,7 +168,7 @@ def _warn_extrapolation(saved: Any, size: float) -> None:
 
 def _load_fit(path: str) -> Any:
     """The saved result behind `next`, refused before any compute when it cannot support a decision."""
-    from .._save import load
+    from ..io._save import load
 
     if not Path(path).is_file():
         raise UserError(f"no such file: {path}")

@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> None:
     import jax
     import pandas as pd
 
-    from .._design import STRATEGIES, perturbed_mixtures, sample_design
-    from .._simulate import paper_active_params
+    from ..experiments._design import STRATEGIES, perturbed_mixtures, sample_design
+    from ..experiments._simulate import paper_active_params
 
     if args.strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)}")

@@ -83,7 +83,7 @@ class _Table:
 
 def _fit_columns(args: argparse.Namespace, df: Any) -> _Table:
     """Resolve and validate the columns of `camel-jax fit`; every problem is a one-line `UserError`."""
-    from .._io import MixtureData, positive_columns
+    from ..fitting._io import MixtureData, positive_columns
 
     entry = law_entry(args.law)
     uses_mixture, uses_size = entry.mixture, entry.size
@@ -130,10 +130,10 @@ def _check_one_size(args: argparse.Namespace, df: Any) -> None:
 def run(args: argparse.Namespace) -> None:
     import jax
 
-    from .._checks import check_several_mixtures
-    from .._fit import fit
-    from .._options import Status
-    from .._save import save_to
+    from ..fitting._fit import fit
+    from ..io._save import save_to
+    from ..solver._checks import check_several_mixtures
+    from ..solver._options import Status
 
     if args.restarts < 1:
         raise UserError(f"--restarts must be >= 1; got {args.restarts}")
@@ -186,7 +186,7 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     sizes (3 to train on, 1 to score) it fits tied CAMEL, as before `auto` existed."""
     import jax
 
-    from .._select import select_law, simplest_within
+    from ..experiments._select import select_law, simplest_within
     from ..laws._base import n_free_parameters
 
     size = args.size or "size"
@@ -219,7 +219,7 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
 
 def _warn_collinear(table: _Table) -> None:
     """Say so when the tokens column is (nearly) a function of the size column."""
-    from .._checks import COLLINEAR, log_correlation
+    from ..solver._checks import COLLINEAR, log_correlation
 
     if table.tokens is None or table.size is None:
         return
@@ -236,7 +236,7 @@ def _warn_collinear(table: _Table) -> None:
 def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:
     """Bootstrap intervals (warm-started from the 4 best starts) into `out`; None with --resamples 0."""
 
-    from .._bootstrap import bootstrap
+    from ..fitting._bootstrap import bootstrap
 
     if args.resamples == 0:
         return None
@@ -253,7 +253,7 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
 def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: str) -> Any:
     """Loss against size per mixture (laws of mixture and size), else predicted against observed."""
     from .. import plot
-    from .._io import MixtureData
+    from ..fitting._io import MixtureData
 
     if table.data is None or table.size is None:
         return plot.predicted_vs_observed(table.y, result.predict(*table.inputs), title=f"{law_name} fit", label=target)
@@ -284,7 +284,7 @@ def _print_fit(out: dict[str, Any], boot: Any) -> None:
 
 def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
     """The parameter elements whose point estimate lies outside their own bootstrap interval."""
-    from .._identify import element_names
+    from ..fitting._identify import element_names
 
     names = []
     for name, value in params.items():
@@ -297,7 +297,7 @@ def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
 
 def _print_params(out: dict[str, Any]) -> None:
     """Each parameter with its 95% interval; elements the data do not determine are said to be so."""
-    from .._identify import element_names
+    from ..fitting._identify import element_names
 
     def show(value):
         return np.array2string(np.asarray(value), precision=4, separator=", ")

@@ -44,7 +44,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> None:
     import jax
 
-    from .._next import next_runs
+    from ..mixture._next import next_runs
 
     for name in ("budget", "size"):
         value = getattr(args, name)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
     _warn_extrapolation(saved, args.size)
     columns = _candidate_columns(saved, candidates, args.candidates, args.mixture)
     if reference is not None:
-        from .._optimize import _reference_mixture
+        from ..mixture._optimize import _reference_mixture
 
         reference = _reference_mixture(reference, len(columns))
     key = jax.random.key(args.seed)
@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> None:
 def _candidate_columns(saved: Any, candidates: Any, path: str, mixture: str | None = None) -> list[str]:
     """The candidates' mixture columns, matched by name to those the fit was made on (a missing column, or an r_*
     column the fit never saw, is an error naming it), and the table checked, all before the bootstrap."""
-    from .._bootstrap import BootstrapResult
-    from .._io import MixtureData, match_mixture_columns
-    from .._pipeline import Pipeline
+    from ..fitting._bootstrap import BootstrapResult
+    from ..fitting._io import MixtureData, match_mixture_columns
+    from ..mixture._pipeline import Pipeline
 
     n: Any
     if isinstance(saved, Pipeline):
@@ -118,9 +118,9 @@ def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any) -> tuple[Any, f
     """The resample ensemble behind `next`, and the outcome noise: a saved ensemble as is; a `fit` .npz
     bootstrapped here (warm-started from its 4 best starts), with its rms residual as the default noise."""
 
-    from .._bootstrap import BootstrapResult, bootstrap
-    from .._fit import FitResult
-    from .._pipeline import Pipeline, PipelineFit
+    from ..fitting._bootstrap import BootstrapResult, bootstrap
+    from ..fitting._fit import FitResult
+    from ..mixture._pipeline import Pipeline, PipelineFit
 
     if isinstance(saved, PipelineFit):  # its objective's noise is the default
         return saved, args.noise

@@ -38,10 +38,10 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> None:
     import jax
 
-    from .._fit import FitResult
-    from .._optimize import check_model_size
-    from .._pipeline import Pipeline, PipelineFit
-    from .._save import load
+    from ..fitting._fit import FitResult
+    from ..io._save import load
+    from ..mixture._optimize import check_model_size
+    from ..mixture._pipeline import Pipeline, PipelineFit
 
     if not Path(args.saved).is_file():
         raise UserError(f"no such file: {args.saved}")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> None:
 
 def _check_tokens(saved: Any, args: argparse.Namespace) -> None:
     """--tokens is needed by a fit of a token-aware law (inputs (r, size, tokens)) and refused by any other."""
-    from .._fit import FitResult
+    from ..fitting._fit import FitResult
 
     takes_tokens = isinstance(saved, FitResult) and len(saved.inputs) == 3
     if takes_tokens and args.tokens is None:
@@ -117,7 +117,7 @@ def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], 
     """The mixture of lowest predicted loss under a saved fit (at --size, or at the one fitted size)."""
     import jax.numpy as jnp
 
-    from .._optimize import optimal_mixture
+    from ..mixture._optimize import optimal_mixture
 
     law = saved.law
     n = law.structure().get("n_datasets")
@@ -142,8 +142,8 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     """The mixture of highest predicted weighted accuracy under a saved pipeline (or fitted pipeline), at --size.
 
     A saved PipelineFit keeps its own objective: its calibration and noise are those of that objective."""
-    from .._optimize import optimal_mixture
-    from .._pipeline import Pipeline, PipelineFit
+    from ..mixture._optimize import optimal_mixture
+    from ..mixture._pipeline import Pipeline, PipelineFit
 
     fitted: Any
     if isinstance(saved, PipelineFit):
@@ -174,7 +174,7 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
 
 def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
     """--weights name=w,... or the named --objective, restricted to the pipeline's benchmarks."""
-    from .._pipeline import OBJECTIVES
+    from ..mixture._pipeline import OBJECTIVES
 
     if args.objective and args.weights:
         raise UserError("give --objective or --weights, not both")

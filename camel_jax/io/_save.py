@@ -28,13 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__
-from ._bootstrap import BootstrapResult
-from ._calibrate import Calibration
-from ._fit import FitResult
-from ._pipeline import Pipeline, PipelineFit
-from .laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
-from .laws._legacy import FORMAT_1, upgrade
+from .._version import __version__
+from ..fitting._bootstrap import BootstrapResult
+from ..fitting._calibrate import Calibration
+from ..fitting._fit import FitResult
+from ..laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
+from ..laws._legacy import FORMAT_1, upgrade
+from ..mixture._pipeline import Pipeline, PipelineFit
 
 # 2: CAMEL's and CAMELData's well-posed coordinates (issue 29; version-1 files are converted on load,
 # laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
@@ -501,7 +501,7 @@ def _check_finite(obj: Any, path: Path) -> None:
 def _check_fit_data(fitted: FitResult, where: str) -> None:
     """A fit's data as `fit` would accept them: inputs of one length P and finite, y [P] or [T, P] finite (and > 0
     under log residuals) where weighted, weights finite, >= 0 and not all zero, one name per mixture column."""
-    from ._checks import check_inputs, check_targets
+    from ..solver._checks import check_inputs, check_targets
 
     try:
         arrays = check_inputs(fitted.inputs)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ._calibrate import Calibration
+from ..fitting._calibrate import Calibration
 from ._pipeline import Pipeline
 
 VERDICTS = ("improves", "not resolved")

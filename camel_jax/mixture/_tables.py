@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
-from ._io import BenchmarkData
+from ..fitting._io import BenchmarkData
+from ..solver._options import FitOptions
 from ._optimize import check_model_size, optimal_mixture
-from ._options import FitOptions
 from ._pipeline import BenchmarkFits, Pipeline, fit_benchmark_laws
 
 

@@ -38,10 +38,10 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float
 
+from ..solver._implicit import DerivativeStatus, _hessian_parts, default_rcond, derivative_status
+from ..solver._options import FitOptions, Status
 from ._fit import FitResult, objective, residuals
 from ._identify import element_names
-from ._implicit import DerivativeStatus, _hessian_parts, default_rcond, derivative_status
-from ._options import FitOptions, Status
 
 
 class Influence(eqx.Module):

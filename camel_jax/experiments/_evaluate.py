@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from ..fitting._fit import fit
+from ..fitting._io import MixtureData
+from ..laws import CAMEL, DML, PowerLaw
+from ..solver._options import FitOptions
 from ._design import sample_design
-from ._fit import fit
-from ._io import MixtureData
-from ._options import FitOptions
-from .laws import CAMEL, DML, PowerLaw
 
 METRICS = ("mape", "mae", "rmse")
 
@@ -430,8 +430,8 @@ def heldout_benchmark_error(
     **Returns**: a tidy frame with columns `losses` (the set's name), `split`, `benchmark`, `heldout_mae`,
     `n_test`.
     """
-    from ._pipeline import fit_benchmark_laws
-    from ._tables import benchmark_arrays
+    from ..mixture._pipeline import fit_benchmark_laws
+    from ..mixture._tables import benchmark_arrays
 
     sets = dict(losses) if isinstance(losses, Mapping) else {"losses": losses}
     for name, columns in sets.items():

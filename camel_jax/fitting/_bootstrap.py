@@ -14,11 +14,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
+from ..laws._base import count, n_free_parameters
+from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
+from ..solver._options import FitOptions
 from ._fit import data_template, random_starts, resolve_options, solve_targets
-from ._options import FitOptions
 from ._resample import resample_weights
-from .laws._base import count, n_free_parameters
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
     from ._calibrate import Calibration

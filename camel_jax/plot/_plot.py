@@ -131,7 +131,7 @@ def loss_vs_size(
 
     `drawn(fig)`: `size` (the grid), and per drawn mixture (lists in legend order) `curve`, `low`, `high` (None
     without a bootstrap), `observed_size`, `observed`; `legend`, `xlabel`, `ylabel`."""
-    from ._fit import FitResult
+    from ..fitting._fit import FitResult
 
     law = law.law if isinstance(law, FitResult) else law
     groups = np.asarray(data.group) if data.group is not None else np.zeros(data.n_points, int)
@@ -290,7 +290,7 @@ def _objective_band(fitted: Any, R: Any, grid: np.ndarray, key: Any, level: floa
     (calibrated draws), widened by a run's noise (`noise`, in objective units) around their median."""
     from statistics import NormalDist
 
-    from ._decide import objective_draws
+    from ..mixture._decide import objective_draws
 
     # one key for every size: each resample's extrapolation error grows smoothly with size (common draws)
     draws = np.stack([np.asarray(objective_draws(fitted.pipelines, R, float(M), key=key,
@@ -358,7 +358,7 @@ def sampling_strategies(
 ):
     """The five strategies' allocations under one budget, as in the paper: one circle per run, area growing
     with model size, columns = sizes."""
-    from ._design import STRATEGIES, allocate
+    from ..experiments._design import STRATEGIES, allocate
 
     fig, axes = _figure(1, len(STRATEGIES), figsize=(2.6 * len(STRATEGIES), 3.0), sharey=True)
     sizes_arr = np.asarray(sizes, dtype=float)

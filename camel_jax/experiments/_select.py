@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array
 
+from ..fitting._io import MixtureData
+from ..solver._options import FitOptions
 from ._evaluate import METRICS, extrapolation_error
-from ._io import MixtureData
-from ._options import FitOptions
 
 SELECT_COLUMNS = ("law", "test_size", "n_train", "error", "converged", "rank")
 

@@ -48,11 +48,11 @@ import numpy as np
 from jax.scipy.special import betainc
 from jaxtyping import Array, ArrayLike
 
-from ._checks import DESIGN_WARNINGS
+from ..laws._base import count, n_free_parameters
+from ..solver._checks import DESIGN_WARNINGS
+from ..solver._options import FitOptions
 from ._fit import fit, resolve_options
-from ._options import FitOptions
 from ._resample import resample_weights
-from .laws._base import count, n_free_parameters
 
 
 class Calibration(eqx.Module):

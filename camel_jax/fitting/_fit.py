@@ -19,14 +19,14 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets, warn_design
+from ..laws._base import count
+from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets, warn_design
+from ..solver._implicit import implicit_solution
+from ..solver._lbfgs import minimize
+from ..solver._newton import polish
+from ..solver._options import FitOptions, Status
+from ..solver._residuals import residuals
 from ._identify import Identifiability, identifiability
-from ._implicit import implicit_solution
-from ._lbfgs import minimize
-from ._newton import polish
-from ._options import FitOptions, Status
-from ._residuals import residuals
-from .laws._base import count
 
 
 def huber(residual: Array, delta: float) -> Array:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._residuals import residuals  # the fit's own residuals
+from ..solver._residuals import residuals  # the fit's own residuals
 
 
 class Identifiability(eqx.Module):

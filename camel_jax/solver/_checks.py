@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from .laws._base import n_free_parameters
+from ..laws._base import n_free_parameters
 
 
 def check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Array, ...]:

@@ -13,11 +13,11 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
-from ._calibrate import Calibration
-from ._checks import check_key
+from ..fitting._calibrate import Calibration
+from ..laws._base import count
+from ..solver._checks import check_key
 from ._decide import Decision, decide
 from ._pipeline import Pipeline, PipelineFit
-from .laws._base import count
 
 
 def project_capped_simplex(v: Float[Array, " n"], lower: Float[Array, " n"], upper: Float[Array, " n"]) -> Array:

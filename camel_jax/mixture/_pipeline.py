@@ -19,15 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._calibrate import Calibration, calibrate, warm_starts
-from ._checks import check_key, check_several_mixtures, named_columns
-from ._fit import FitResult, fit, resolve_options
-from ._options import FitOptions
-from ._resample import resample_weights
-from .laws import LossToBenchmark
+from ..fitting._calibrate import Calibration, calibrate, warm_starts
+from ..fitting._fit import FitResult, fit, resolve_options
+from ..fitting._resample import resample_weights
+from ..laws import LossToBenchmark
+from ..solver._checks import check_key, check_several_mixtures, named_columns
+from ..solver._options import FitOptions
 
 if TYPE_CHECKING:  # the data layer imports pandas; the core only reads MixtureData's arrays
-    from ._io import MixtureData
+    from ..fitting._io import MixtureData
 
 # Paper Appendix "Details of Benchmark Weights", Table benchmark-weights (exactly).
 _OBJECTIVES: dict[str, dict[str, float]] = {

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike, Float
 
-from ._io import BenchmarkData, MixtureData
+from ..fitting._io import BenchmarkData, MixtureData
 
 # Paper Appendix "Details of Model Architectures": at scale index M, M layers, hidden 112 M, expert FFN width 32 M,
 # 8 routed + 1 shared experts active. Active non-embedding parameters per layer: attention 4 h^2 plus
@@ -377,8 +377,8 @@ def realism(world: World, *, key: Array, n_mixtures: int = 3000, sizes: Sequence
     optimum over the simplex minus the paper's `REFERENCE` mixture at that size (for 5-dataset worlds);
     `optima` {objective: r*} and `optimum_by_size` {M: r*} the true optimal mixtures (Balanced objective).
     """
-    from ._optimize import optimal_mixture
-    from ._pipeline import OBJECTIVES
+    from ..mixture._optimize import optimal_mixture
+    from ..mixture._pipeline import OBJECTIVES
 
     n = world.n_datasets
     draws = jax.random.dirichlet(key, jnp.ones(n), (20 * n_mixtures,))

@@ -44,17 +44,17 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
-from ._calibrate import warm_starts
-from ._checks import DESIGN_WARNINGS
+from ..fitting._calibrate import warm_starts
+from ..fitting._fit import fit
+from ..laws import law_template
+from ..laws._base import count
+from ..mixture._next import greedy_batch
+from ..mixture._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
+from ..mixture._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
+from ..solver._checks import DESIGN_WARNINGS
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
 from ._evaluate import DMLNested, identical_rows
-from ._fit import fit
-from ._next import greedy_batch
-from ._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
-from ._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
 from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
-from .laws import law_template
-from .laws._base import count
 
 BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 BACKTEST_STRATEGIES = (*STRATEGIES, "adaptive")

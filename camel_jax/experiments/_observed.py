@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array
 
-from ._checks import DESIGN_WARNINGS
+from ..fitting._fit import fit
+from ..fitting._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
+from ..laws import law_template
+from ..solver._checks import DESIGN_WARNINGS
 from ._evaluate import DMLNested, identical_rows
-from ._fit import fit
-from ._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
-from .laws import law_template
 
 OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 OBSERVED_COLUMNS = (

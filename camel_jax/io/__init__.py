@@ -1,0 +1,1 @@
+"""At the edge: `save` and `load` of fits, bootstraps and pipelines in a versioned, untrusted-input-safe format."""
