@@ -100,6 +100,29 @@ def test_bootstrap_is_deterministic_chunk_invariant_and_gives_intervals():
     assert a.params()["E"].shape == (40,)
 
 
+def test_bootstrap_status_summary_and_its_saved_file(tmp_path):
+    """Every resample records its chosen start's status; summary() reports problems first; the file keeps it."""
+    true, inputs, y = problem()
+    fitted = cj.fit(true, inputs, y, key=jax.random.key(1), restarts=8)
+    good = cj.bootstrap(true, inputs, y, key=jax.random.key(2), n_resamples=12, inits=fitted.laws, progress=False)
+    codes = np.asarray(good.status)
+    assert codes.shape == (12,)
+    assert np.array_equal(np.isin(codes, [cj.Status.CONVERGED, cj.Status.STALLED]), np.asarray(good.converged))
+    summary = good.summary()
+    assert summary["problems"] == [] and summary["n_resamples"] == summary["n_converged"] == 12
+    assert sum(summary["status_counts"].values()) == 12
+    path = cj.save(good, tmp_path / "boot.npz")
+    assert np.array_equal(np.asarray(cj.load(path).status), codes)
+    # a step cap far below convergence: every resample is reported, with its status, first in the summary
+    capped = cj.bootstrap(true, inputs, y, key=jax.random.key(2), n_resamples=12, restarts=2, progress=False,
+                          options=cj.FitOptions(max_steps=2, polish=0))  # fmt: skip
+    assert set(np.asarray(capped.status).tolist()) == {int(cj.Status.MAX_STEPS)}
+    problems = capped.summary()["problems"]
+    assert problems[0].startswith("12 of 12 resamples did not converge (max steps)")
+    # a result viewed from laws alone records no status, and says nothing it does not know
+    assert cj.BootstrapResult.of_laws(good.laws).status is None
+
+
 def test_explicit_weights_are_reused_across_targets():
     true, inputs, y = problem()
     first = cj.bootstrap(true, inputs, y, key=jax.random.key(3), n_resamples=8, restarts=4, progress=False)

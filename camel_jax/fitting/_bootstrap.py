@@ -16,7 +16,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
-from ..solver._options import FitOptions
+from ..solver._options import FitOptions, Status
 from ._fit import data_template, random_starts, resolve_options, solve_targets
 from ._resample import resample_weights
 
@@ -29,7 +29,8 @@ class BootstrapResult(eqx.Module):
 
     **Fields**: `laws` (batched, leading axis B), `objectives` [B], `converged` [B] (the chosen start's),
     `n_failed` [B], `resamples` [B, P] (the resample weights, reusable for other targets or laws so that derived
-    quantities stay coherent).
+    quantities stay coherent), `status` [B] (the chosen start's `Status` code; None for a result built from laws
+    alone or read from a file written before it was recorded).
     """
 
     laws: Any
@@ -37,6 +38,7 @@ class BootstrapResult(eqx.Module):
     converged: Array
     n_failed: Int[Array, " B"]
     resamples: Float[Array, "B P"]
+    status: Int[Array, " B"] | None = None
 
     @classmethod
     def of_laws(cls, laws: Any) -> BootstrapResult:
@@ -49,6 +51,41 @@ class BootstrapResult(eqx.Module):
     @property
     def n_resamples(self) -> int:
         return int(self.objectives.shape[0])
+
+    def problems(self) -> list[str]:
+        """What makes the resamples' spread unreliable, one sentence each with its cause and fix ([] when every
+        resample's chosen start met its stopping rule)."""
+        out = []
+        converged = np.asarray(self.converged, dtype=bool)
+        finite = np.isfinite(np.asarray(self.objectives))
+        if (~converged).any():
+            labels = ""
+            if self.status is not None:
+                codes = np.asarray(self.status)[~converged]
+                labels = f" ({', '.join(sorted({Status(int(c)).label for c in codes}))})"
+            out.append(
+                f"{int((~converged).sum())} of {converged.size} resamples did not converge{labels}: intervals include "
+                "where those fits stopped, not only what the data determine; warm-start the bootstrap from the fit's "
+                "best starts (`inits`), or raise FitOptions(max_steps=..., polish=...)"
+            )
+        if (~finite).any():
+            out.append(f"{int((~finite).sum())} resamples have a non-finite objective and are left out of intervals")
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """`problems` first, then the number of resamples, how many converged, the median objective and, where
+        recorded, the count of each `Status` of the resamples' chosen starts."""
+        objectives = np.asarray(self.objectives)
+        out: dict[str, Any] = {
+            "problems": self.problems(),
+            "n_resamples": self.n_resamples,
+            "n_converged": int(np.sum(np.asarray(self.converged, dtype=bool))),
+            "median_objective": float(np.median(objectives[np.isfinite(objectives)])) if self.n_resamples else np.nan,
+        }
+        if self.status is not None:
+            codes = np.asarray(self.status)
+            out["status_counts"] = {s.label: int(np.sum(codes == s)) for s in Status if np.any(codes == s)}
+        return out
 
     def params(self) -> dict[str, Array]:
         """Constrained parameters, each with a leading resample axis [B, ...]."""
@@ -160,7 +197,7 @@ def bootstrap(
         )
         W = W[:done]
     merged = jax.tree.map(lambda *leaves: jnp.asarray(np.concatenate(leaves)[: W.shape[0]]), *pieces)
-    return BootstrapResult(merged.law, merged.objective, merged.converged, merged.n_failed, W)
+    return BootstrapResult(merged.law, merged.objective, merged.converged, merged.n_failed, W, merged.status)
 
 
 def _one_target(y: ArrayLike, n_points: int, options: FitOptions) -> Array:
@@ -244,6 +281,7 @@ class _Best(eqx.Module):
     objective: Array
     converged: Array
     n_failed: Array
+    status: Array
 
 
 def _run_chunks(pieces, plan, W, keys, starts, arrays, y, options, progress) -> None:
@@ -263,7 +301,11 @@ def _bootstrap_chunk(starts, keys, inputs, y, W, options) -> _Best:
     def one(key, w):
         lanes = jax.tree.map(lambda leaf: leaf[0], solve_targets(starts(key), inputs, y[None], w[None], options))
         return _Best(
-            lanes.law, lanes.take_best(lanes.objectives), lanes.take_best(lanes.converged), jnp.sum(~lanes.finite)
+            lanes.law,
+            lanes.take_best(lanes.objectives),
+            lanes.take_best(lanes.converged),
+            jnp.sum(~lanes.finite),
+            lanes.take_best(lanes.status),
         )
 
     return jax.vmap(one)(keys, W)

@@ -184,6 +184,7 @@ def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
         meta |= {
             "kind": "BootstrapResult",
             "law": _law_descriptor(obj.laws, known),
+            "has_status": obj.status is not None,
             "data_hash": _data_hash([np.asarray(obj.resamples)]),
         }
     elif isinstance(obj, Pipeline):
@@ -338,7 +339,9 @@ def _skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple
     if kind == "BootstrapResult":
         law = _template(meta.get("law"), f"{path}: law", known)
         zero = jnp.zeros(())
-        skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, resamples=zero)
+        status = zero if meta.get("has_status") is True else None  # files written before `status`: None
+        skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, resamples=zero,
+                                   status=status)  # fmt: skip
         return skeleton, [("laws", lambda o: o.laws)]
     if kind == "Pipeline":
         pipeline = _pipeline_skeleton(meta, f"{path}", known)
