@@ -247,12 +247,49 @@ API_CASES = {
     "test size among training sizes": (lambda: cj.extrapolation_error(camel5(), cj.MixtureData(R5, y12, size=SIZES), [4.0, 6.0, 8.0], 6.0, key=jax.random.key(0)), ValueError, "held-out size 6 is not beyond the training sizes"),
     "costs vary within a size": (lambda: cj.sample_design("hourglass", pd.DataFrame({"size": SIZES, "flops": np.arange(12.0) + 1}), 100.0, jax.random.key(0)), ValueError, "column 'flops' varies within size 4"),
     "allocate max_per_size 2.7": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], 10.0, 2.7), ValueError, "`max_per_size` must be whole numbers"),
+    "names of the wrong length": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names=["a", "b"]), ValueError, r"`names` needs 5 non-empty strings"),
+    "names repeated": (lambda: cj.fit_arrays(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names=["a", "b", "a", "c", "d"]), ValueError, r"`names` repeats \['a'\]"),
+    "names as one string": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names="abcde"), TypeError, "`names` must be a sequence of column names"),
     "inits of another structure": (
         lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2, inits=jax.tree.map(lambda a: a[None], cj.CAMEL.sample_init(jax.random.key(1), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0))),
         ValueError,
         "`inits` must be laws of the same class and structure",
     ),
 }  # fmt: skip
+
+
+def test_names_travel_from_the_array_api_into_the_result_and_its_file(tmp_path):
+    law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
+    x = jnp.linspace(1.0, 3.0, 8)
+    with pytest.raises(ValueError, match="`names` names the mixture columns of `inputs\\[0\\]` \\[P, N\\]"):
+        cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=2, names=["x"])
+    columns = ["r_web", "r_code", "r_books", "r_math", "r_wiki"]
+    options = cj.FitOptions(max_steps=5, polish=0)
+    result = cj.fit_arrays(camel5(), (R5, SIZES), y12, key=jax.random.key(0), restarts=2, options=options,
+                           names=columns)  # fmt: skip
+    assert result.names == tuple(columns)
+    assert cj.load(cj.save(result, tmp_path / "named.npz")).names == tuple(columns)
+
+
+def test_a_bad_value_under_the_users_jit_names_itself():
+    """Under `equinox.filter_jit` the error is equinox's own (`EquinoxRuntimeError`, the check's message printed
+    last); under `jax.jit` the message is in the error's text (JAX wraps it in a callback traceback)."""
+    import equinox as eqx
+
+    law = cj.PowerLaw.sample_init(jax.random.key(0))
+    x = jnp.linspace(1.0, 3.0, 8)
+    y = (2.0 + x**-0.5).at[3].set(jnp.nan)
+
+    def run(y):
+        return cj.fit_arrays(law, (x,), y, key=jax.random.key(0), restarts=2, options=cj.FitOptions(max_steps=5)).objective
+
+    message = "`y` must be finite (and > 0 under log residuals) where weights > 0"
+    with pytest.raises(eqx.EquinoxRuntimeError) as caught:
+        eqx.filter_jit(run)(y)
+    assert message in str(caught.value)
+    with pytest.raises(Exception) as caught:
+        jax.jit(run)(y)
+    assert message in str(caught.value)
 
 
 @pytest.mark.parametrize("case", list(API_CASES))

@@ -8,6 +8,7 @@ and `throw`.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,15 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from ..laws._base import count
-from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets, warn_design
+from ..solver._checks import (
+    check_inits,
+    check_inputs,
+    check_key,
+    check_law_inputs,
+    check_names,
+    check_targets,
+    warn_design,
+)
 from ..solver._implicit import implicit_solution
 from ..solver._lbfgs import minimize
 from ..solver._newton import polish
@@ -386,6 +395,7 @@ def fit_arrays(
     restarts: int = 64,
     inits: Any = None,
     options: FitOptions = FitOptions(),
+    names: Sequence[str] | None = None,
 ) -> FitResult:
     """The traceable core of `fit`: the same fit, jit-compiled, usable inside the caller's `jax.jit` and
     `jax.vmap` (e.g. vmapped over datasets of one shape).
@@ -399,6 +409,10 @@ def fit_arrays(
     caller's own `jit` (traced data) the template's units are used as given, so pass `data_template(law, inputs, y)`
     built outside for a fit that does not depend on the data's units.
 
+    Under the caller's `jax.jit` a bad value raises JAX's runtime error with the message inside a long callback
+    traceback; under `equinox.filter_jit` the same check raises `equinox.EquinoxRuntimeError`, printed with the
+    message as its last line (or set `EQX_ON_ERROR=nan` to get NaN results instead).
+
     Differentiable (`jax.grad`, `jax.jvp`, under `jit` and `vmap`) in `y`, `weights` and `inputs`: every start's
     parameters by the implicit function theorem at its optimum, the objectives by the envelope theorem; NaN
     where no derivative exists (see `camel_jax._implicit`, `fit_derivative_status`).
@@ -407,16 +421,18 @@ def fit_arrays(
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
     - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1.
     - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead.
-    - `options`: a `FitOptions` (not None).
+    - `options`: a `FitOptions` (not None); `names`: the mixture columns of `inputs[0]`, kept in the result.
 
     **Returns**: a `FitResult`.
     """
     options = resolve_options(options)
     if not isinstance(key, jax.core.Tracer):
         check_key(key)
+    names = check_names(names, inputs)
     if inits is None:
         law = data_template(law, inputs, y)
-    return _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options)
+    result = _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options)
+    return dataclasses.replace(result, names=names) if names is not None else result
 
 
 @eqx.filter_jit
@@ -525,6 +541,7 @@ def fit(
     weights: ArrayLike | None = None,
     options: FitOptions | None = None,
     throw: bool = False,
+    names: Sequence[str] | None = None,
 ) -> FitResult:
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
 
@@ -540,6 +557,8 @@ def fit(
     - `options`: a `FitOptions` (objective and solver: `max_steps`, `tol`, `polish`, `delta`, `log_residuals`,
       `reduction`, `penalty`, `prescreen`); default `FitOptions()`.
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
+    - `names`: the mixture columns of `inputs[0]`, in order (e.g. `data.mixture_columns`); kept in the result
+      (`FitResult.names`) and its saved file, so that tables are later matched by name. Default None.
 
     **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program
     (`fit_arrays`' solver; `fit` adds checks that name the offending row, and design warnings).
@@ -549,6 +568,7 @@ def fit(
     count(restarts, "restarts")
     arrays = check_inputs(inputs)
     check_law_inputs(law, arrays)
+    names = check_names(names, arrays)
     Y, W = check_targets(y, weights, arrays[0].shape[0], options.log_residuals)
     if inits is not None:
         _check_starts(law, inits, Y)
@@ -558,6 +578,7 @@ def fit(
     # `restarts` is static in the compiled program and unused with `inits`: one value keeps one program per shape;
     # the values were checked above, so the program without run-time checks runs (and can be cached on disk).
     result = fit_compiled(law, arrays, Y, W, key, restarts if inits is None else 1, inits, options)
+    result = dataclasses.replace(result, names=names) if names is not None else result
     problems = result.problems()
     for problem in problems:
         warnings.warn(problem, stacklevel=2)

@@ -250,3 +250,20 @@ def log_correlation(x: Any, z: Any) -> float:
     if np.ptp(log_x) == 0 or np.ptp(log_z) == 0:
         return 0.0
     return float(np.corrcoef(log_x, log_z)[0, 1])
+
+
+def check_names(names: Any, arrays: Sequence[Any]) -> tuple[str, ...] | None:
+    """`names=` of `fit` / `fit_arrays`: one distinct, non-empty string per mixture column of `inputs[0]` [P, N]."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise TypeError(f"`names` must be a sequence of column names (e.g. ['r_web', 'r_code']); got {names!r}")
+    if not arrays or np.ndim(arrays[0]) != 2:
+        raise ValueError("`names` names the mixture columns of `inputs[0]` [P, N]; this law's first input is not one")
+    n = np.shape(arrays[0])[1]
+    if len(names) != n or not all(isinstance(x, str) and x for x in names):
+        raise ValueError(f"`names` needs {n} non-empty strings, one per column of `inputs[0]`; got {list(names)!r}")
+    repeated = sorted({x for x in names if list(names).count(x) > 1})
+    if repeated:
+        raise ValueError(f"`names` repeats {repeated}: each mixture column needs its own name")
+    return tuple(names)
