@@ -259,6 +259,30 @@ def test_inits_prescreen_and_result_fields():
     np.testing.assert_allclose(np.sort(np.asarray(starts.objectives)), np.sort(values[best5]), rtol=1e-12)
 
 
+def test_best_laws_are_the_lowest_converged_starts_first_and_per_target():
+    law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
+    x = jnp.linspace(1.0, 30.0, 20)
+    # 2 steps from a grid: some lanes stop early (converged at the truth), the others at the step cap
+    grid = cj.PowerLaw.from_params(E=np.r_[2.0, 2.0, np.full(6, 1.0)], A=np.r_[5.0, 5.0, np.geomspace(0.1, 100, 6)],
+                                   alpha=np.r_[0.6, 0.6, np.full(6, 0.3)])  # fmt: skip
+    result = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=grid, options=cj.FitOptions(max_steps=2, polish=0))
+    converged, values = np.asarray(result.converged), np.asarray(result.objectives)
+    assert 0 < converged.sum() < 8
+    best = result.best_laws(4)
+    assert best.log_A.shape == (4,)
+    picked = [int(np.flatnonzero(np.asarray(result.laws.log_A) == a)[0]) for a in np.asarray(best.log_A)]
+    n_conv = int(converged.sum())
+    assert all(converged[picked[:min(4, n_conv)]])  # converged starts come first ...
+    assert np.all(np.diff(values[picked[:n_conv]]) >= 0)  # ... by objective
+    with pytest.raises(ValueError, match="more than the fit's 8 starts"):
+        result.best_laws(9)
+    two = cj.fit(law, (x,), jnp.stack([law(x), 1.1 * law(x)]), key=jax.random.key(0), restarts=6)
+    per_target = two.best_laws(3)
+    assert per_target.log_A.shape == (2, 3)
+    for t in range(2):
+        np.testing.assert_array_equal(per_target.log_A[t, 0], two.law.log_A[t])
+
+
 class Exploding(cj.AbstractLaw):
     """A user's own law, written outside the package, whose every start is non-finite."""
 

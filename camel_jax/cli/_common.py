@@ -105,10 +105,8 @@ def _write_outputs(files: dict[Path, Any]) -> None:
 
 
 def _best_starts(result: Any, n: int = 4) -> Any:
-    """The n lowest-objective starts of a fit (a batched law): warm starts for its bootstrap."""
-    import jax
-
-    return jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:n]], result.laws)
+    """The n best starts of a fit (converged first; a batched law): warm starts for its bootstrap."""
+    return result.best_laws(min(n, int(np.shape(result.objectives)[-1])))
 
 
 def _mixture_names(saved: Any, n: int) -> list[str]:

@@ -148,6 +148,23 @@ class FitResult(eqx.Module):
             for t in range(self.n_targets)
         ]
 
+    def best_laws(self, k: int = 4) -> Any:
+        """The k starts of lowest objective, converged starts first, as a batched law [k, ...]: warm starts for a
+        bootstrap (`bootstrap(..., inits=result.best_laws())`) that cost k lanes per resample, not every start.
+        A fit of T targets gives [T, k, ...], each target's own best."""
+        k = count(k, "k")
+        objectives = np.asarray(self.objectives)
+        if k > objectives.shape[-1]:
+            raise ValueError(f"`k` = {k} is more than the fit's {objectives.shape[-1]} starts")
+        value = np.where(np.isfinite(objectives), objectives, np.inf)
+        late = ~np.asarray(self.converged, dtype=bool)
+        rows = np.reshape(value, (-1, value.shape[-1])), np.reshape(late, (-1, value.shape[-1]))
+        order = np.stack([np.lexsort((v, u))[:k] for v, u in zip(*rows)]).reshape((*value.shape[:-1], k))
+        if self.n_targets is None:
+            return jax.tree.map(lambda leaf: leaf[order], self.laws)
+        T = np.arange(order.shape[0])[:, None]
+        return jax.tree.map(lambda leaf: leaf[T, order], self.laws)
+
     def problems(self) -> list[str]:
         """What makes this fit's answer unreliable, one sentence each with its cause and fix ([] when the best start
         of every target met its stopping rule and explains the targets' variance)."""
