@@ -44,7 +44,7 @@ def one_world(args: argparse.Namespace, seed: int) -> pd.DataFrame:
         strategy={s: s for s in strategies},
         repeats=args.repeats,
         max_shift=args.max_shift,
-        adaptive={"law": args.law, "rounds": args.rounds, "n_resamples": args.resamples},
+        adaptive=cj.AdaptiveOptions(law=args.law, rounds=args.rounds, n_resamples=args.resamples),
         n_resamples=args.bands,
     )
     table = table.assign(seed=seed, fraction=(table["budget"] / full).round(2), spent=table["flops"] / full)

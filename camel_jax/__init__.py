@@ -6,6 +6,7 @@ from .experiments._backtest import ADAPTIVE as ADAPTIVE
 from .experiments._backtest import BACKTEST_COLUMNS as BACKTEST_COLUMNS
 from .experiments._backtest import BACKTEST_METHODS as BACKTEST_METHODS
 from .experiments._backtest import BACKTEST_STRATEGIES as BACKTEST_STRATEGIES
+from .experiments._backtest import AdaptiveOptions as AdaptiveOptions
 from .experiments._backtest import backtest as backtest
 from .experiments._design import STRATEGIES as STRATEGIES
 from .experiments._design import allocate as allocate
@@ -157,6 +158,7 @@ __all__ = [
     "BACKTEST_STRATEGIES",
     "BACKTEST_COLUMNS",
     "ADAPTIVE",
+    "AdaptiveOptions",
     "backtest_observed",
     "OBSERVED_METHODS",
     "OBSERVED_COLUMNS",

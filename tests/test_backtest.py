@@ -1,6 +1,8 @@
 """The world zoo and the decision backtest: realism against real-data figures, regret of a perfect method, paired
 repeats, one compile per method."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -202,11 +204,18 @@ def test_adaptive_strategy_grows_its_seed_within_budget_and_repeats_under_a_key(
 def test_bad_adaptive_options_are_named_before_any_compute():
     world = simulate.make_world(jax.random.key(0))
     key = jax.random.key(0)
-    for options, message in [({"tranches": 2}, "unknown `adaptive` options"), ({"law": "dml"}, "adaptive\\['law'\\]"),
-                             ({"seed": 0.0}, "adaptive\\['seed'\\]"), ({"rounds": 0}, "adaptive\\['rounds'\\]"),
-                             ({"n_resamples": 1}, "adaptive\\['n_resamples'\\]")]:  # fmt: skip
+    for options, message in [({"tranches": 2}, "unknown `adaptive` options"), ({"law": "dml"}, "AdaptiveOptions.law"),
+                             ({"seed": 0.0}, "AdaptiveOptions.seed"), ({"rounds": 0}, "AdaptiveOptions.rounds"),
+                             ({"n_resamples": 1}, "AdaptiveOptions.n_resamples")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             cj.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=options)
+        if "tranches" not in options:  # the typed options refuse the same values when built
+            with pytest.raises(ValueError, match=message):
+                cj.AdaptiveOptions(**options)
+    with pytest.raises(TypeError, match="`adaptive` must be an AdaptiveOptions"):
+        cj.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cj.ADAPTIVE.rounds = 5  # type: ignore[misc]
 
 
 @pytest.mark.slow  # all seven methods on a full world, each fitting its own laws (several compiles)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
 import equinox as eqx
@@ -58,10 +57,32 @@ from ._simulate import COOLDOWN_TOKENS, REFERENCE, World
 
 BACKTEST_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 BACKTEST_STRATEGIES = (*STRATEGIES, "adaptive")
-# The "adaptive" strategy's defaults: the law it designs with, the hourglass seed's share of the budget, the number
-# of tranches the rest is spent in, and the bootstrap resamples of each refit.
-ADAPTIVE: Mapping[str, Any] = MappingProxyType({"law": "camel", "seed": 0.25, "rounds": 3, "n_resamples": 16})
-"""The "adaptive" strategy's defaults; read-only (`backtest(adaptive=...)` overrides some of them)."""
+@dataclasses.dataclass(frozen=True)
+class AdaptiveOptions:
+    """Options of the "adaptive" strategy of `backtest` (frozen; checked when built).
+
+    **Fields**: `law`, the law it designs with (a registered name: "camel" (tied), "camel-free", "camel-data" or
+    "sodm"); `seed`, the hourglass seed design's share of the budget, in (0, 1]; `rounds`, the tranches chosen by
+    `next_runs` after the seed; `n_resamples` (>= 2), the bootstrap refits each round scores candidates on.
+    """
+
+    law: str = "camel"
+    seed: float = 0.25
+    rounds: int = 3
+    n_resamples: int = 16
+
+    def __post_init__(self) -> None:
+        if self.law not in ("camel", "camel-free", "camel-data", "sodm"):
+            raise ValueError(f"`AdaptiveOptions.law` must be camel, camel-free, camel-data or sodm; got {self.law!r}")
+        if isinstance(self.seed, bool) or not (isinstance(self.seed, float | int) and 0 < self.seed <= 1):
+            raise ValueError(f"`AdaptiveOptions.seed` (the seed design's share of the budget) must be in (0, 1]; got "
+                             f"{self.seed!r}")  # fmt: skip
+        count(self.rounds, "AdaptiveOptions.rounds")
+        count(self.n_resamples, "AdaptiveOptions.n_resamples", least=2)
+
+
+ADAPTIVE = AdaptiveOptions()
+"""The "adaptive" strategy's defaults (frozen; `backtest(adaptive=AdaptiveOptions(...))` replaces them)."""
 BACKTEST_COLUMNS = (
     "world", "method", "strategy", "budget", "repeat", "n_runs", "flops", "regret", "capture", "true_value",
     "predicted_value", "low", "high", "covered",
@@ -118,7 +139,7 @@ class _Setup:
     n_resamples: int = 0
     robust: str | tuple[str, float] | None = None
     level: float = 0.95
-    adaptive: dict[str, Any] = dataclasses.field(default_factory=lambda: dict(ADAPTIVE))
+    adaptive: AdaptiveOptions = ADAPTIVE
 
 
 def backtest(
@@ -141,7 +162,7 @@ def backtest(
     n_resamples: int = 0,
     robust: str | tuple[str, float] | None = None,
     level: float = 0.95,
-    adaptive: Mapping[str, Any] | None = None,
+    adaptive: AdaptiveOptions | Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Backtest mixture-choosing methods on a world whose true objective is known.
 
@@ -251,20 +272,18 @@ def _setup(world, methods, key, objective, target_size, train_sizes, reference, 
     return setup, labelled
 
 
-def _adaptive_options(adaptive: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The "adaptive" strategy's options (`ADAPTIVE` updated by `adaptive`), checked."""
-    options = dict(ADAPTIVE) | dict(adaptive or {})
-    unknown = sorted(set(options) - set(ADAPTIVE))
+def _adaptive_options(adaptive: AdaptiveOptions | Mapping[str, Any] | None) -> AdaptiveOptions:
+    """The "adaptive" strategy's options: an `AdaptiveOptions`, or a mapping of some of its fields (the rest the
+    defaults), checked."""
+    if adaptive is None or isinstance(adaptive, AdaptiveOptions):
+        return ADAPTIVE if adaptive is None else adaptive
+    if not isinstance(adaptive, Mapping):
+        raise TypeError(f"`adaptive` must be an AdaptiveOptions (or a mapping of its fields); got {adaptive!r}")
+    known = [field.name for field in dataclasses.fields(AdaptiveOptions)]
+    unknown = sorted(set(adaptive) - set(known))
     if unknown:
-        raise ValueError(f"unknown `adaptive` options {unknown}; known: {sorted(ADAPTIVE)}")
-    if options["law"] not in ("camel", "camel-free", "camel-data", "sodm"):
-        raise ValueError(f"`adaptive['law']` must be camel, camel-free, camel-data or sodm; got {options['law']!r}")
-    if not (isinstance(options["seed"], float | int) and 0 < options["seed"] <= 1):
-        raise ValueError(f"`adaptive['seed']` (the seed design's share of the budget) must be in (0, 1]; got "
-                         f"{options['seed']!r}")  # fmt: skip
-    count(options["rounds"], "adaptive['rounds']")
-    count(options["n_resamples"], "adaptive['n_resamples']", least=2)
-    return options
+        raise ValueError(f"unknown `adaptive` options {unknown}; known: {sorted(known)}")
+    return dataclasses.replace(ADAPTIVE, **adaptive)
 
 
 def _adaptive_masks(setup: _Setup) -> dict[str, np.ndarray]:
@@ -275,14 +294,14 @@ def _adaptive_masks(setup: _Setup) -> dict[str, np.ndarray]:
     nb, R = len(d.budgets), d.losses.shape[0]
     runs = pd.DataFrame({"size": d.size, "flops": d.flops})
     k = jax.random.fold_in(setup.key, 7)
-    seeds = [[sample_design("hourglass", runs, options["seed"] * b, jax.random.fold_in(k, i)) for i in range(R)]
+    seeds = [[sample_design("hourglass", runs, options.seed * b, jax.random.fold_in(k, i)) for i in range(R)]
              for b in d.budgets]  # fmt: skip
     masks = np.asarray(seeds, dtype=float)
     masks[d.budgets >= d.flops.sum()] = 1.0  # nothing left to choose
-    inner = dataclasses.replace(setup, n_resamples=options["n_resamples"], robust=None)
-    for left in range(options["rounds"], 0, -1):
+    inner = dataclasses.replace(setup, n_resamples=options.n_resamples, robust=None)
+    for left in range(options.rounds, 0, -1):
         tranche = (d.budgets[:, None] - masks @ d.flops) / left  # [nb, R]
-        q, F, noise = _decision_ensemble(options["law"], inner, masks)
+        q, F, noise = _decision_ensemble(options.law, inner, masks)
         for c, (j, i) in enumerate(np.ndindex(nb, R)):
             free = np.flatnonzero(masks[j, i] == 0)
             if len(free) and tranche[j, i] > 0:
