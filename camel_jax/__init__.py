@@ -11,7 +11,10 @@ from ._backtest import backtest as backtest
 from ._bootstrap import BootstrapResult as BootstrapResult
 from ._bootstrap import bootstrap as bootstrap
 from ._calibrate import Calibration as Calibration
+from ._calibrate import DecisionCalibration as DecisionCalibration
 from ._calibrate import calibrate as calibrate
+from ._calibrate import calibrate_decision as calibrate_decision
+from ._calibrate import replicate_noise as replicate_noise
 from ._decide import VERDICTS as VERDICTS
 from ._decide import Decision as Decision
 from ._decide import decide as decide
@@ -114,6 +117,9 @@ __all__ = [
     "resample_weights",
     "calibrate",
     "Calibration",
+    "calibrate_decision",
+    "DecisionCalibration",
+    "replicate_noise",
     # from losses to benchmarks to a mixture, and the decision
     "fit_benchmarks",
     "fit_benchmark_laws",
