@@ -382,7 +382,10 @@ def calibrate_decision(
 
     Fold j was fitted on the runs of size <= keeps[j] and predicted the objective `predicted[j]` at every run;
     each larger size it did not see is a cell c of H_c runs at distance d_c = log(size / keeps[j]). With
-    e_p = predicted - measured and s^2 = `noise_sd`^2 (one run's measurement noise):
+    e_p = predicted - measured and s^2 = `noise_sd`^2 when it is the scatter of repeated runs (`replicated`), else
+    s^2 = 0 (one run's pure measurement noise is then unknown: the benchmark fits' residuals also hold their
+    law's lack of fit, which a prediction at the pick suffers as much as one at a held-out run, and subtracting
+    them left the gain's own error at zero and its band covering 45-60% in the zoo's default family):
     - the objective: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
     - the gain: within a cell, the runs' predicted and measured deviations from the cell's means (the error
       every mixture shares cancels, as in a gain) give the scale by least squares through the origin,
@@ -393,15 +396,16 @@ def calibrate_decision(
     **Arguments**:
     - `predicted`: [folds, P] each fold's predicted objective at every run; `measured`: [P] the measured one.
     - `size`: [P] the runs' sizes; `keeps`: [folds] each fold's largest trained size.
-    - `noise_sd`: one run's measurement noise (from repeated runs, or the benchmark fits' residuals);
-      `used`: [P] runs that count (default all); `replicated`: where `noise_sd` came from (reported).
+    - `noise_sd`: one run's measurement noise (from repeated runs, or the benchmark fits' residuals): the
+      noise floor the calibration reports; subtracted only when `replicated`.
+    - `used`: [P] runs that count (default all); `replicated`: whether `noise_sd` is the repeats' scatter.
 
     **Returns**: a `DecisionCalibration`.
     """
     predicted, measured = np.atleast_2d(np.asarray(predicted, float)), np.asarray(measured, float)
     size, keeps = np.asarray(size, float), np.asarray(keeps, float)
     used = np.ones(len(size), bool) if used is None else np.asarray(used, bool)
-    noise2 = float(noise_sd) ** 2
+    noise2 = float(noise_sd) ** 2 if replicated else 0.0
     value, gain, dev_pred, dev_meas = [], [], [], []
     n_cells = 0
     for keep, pred in zip(keeps, predicted):

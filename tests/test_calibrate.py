@@ -385,7 +385,7 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
     rng = np.random.default_rng(0)
     truth = dict(scale=2.5, floor=0.001, slope=0.004, noise=0.001, level=0.01)
     predicted, measured, size, keeps = _held_out(rng, n_cells=400, **truth)
-    cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"])
+    cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"], replicated=True)
     assert int(cal.n_cells) == 400 and int(cal.n_runs) == 4400 and cal.dof == 4400 - 400 - 1
     assert float(cal.scale) == pytest.approx(2.5, rel=0.03)
     assert float(cal.gain_floor) == pytest.approx(0.001, abs=3e-4)
@@ -395,7 +395,11 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
     total = np.sqrt(0.01**2 + (1.5 * 0.002) ** 2 + 0.001**2 + (0.004 * d) ** 2)
     assert float(cal.value_sd(float(cal.size_max) * np.exp(d))) == pytest.approx(total, rel=0.15)
     assert cal.value_sd(1.0) == pytest.approx(float(cal.value_floor))  # inside the data: d = 0
-    assert "4400 held-out runs in 400" in cal.summary() and "residuals" in cal.summary()
+    assert "4400 held-out runs in 400" in cal.summary() and "repeated runs" in cal.summary()
+    # a noise that is not the repeats' scatter is not subtracted: the error scales then hold it
+    unsure = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"])
+    assert float(unsure.gain_floor) == pytest.approx(np.hypot(0.001, 0.001), abs=3e-4)
+    assert "residuals" in unsure.summary() and float(unsure.noise_sd) == truth["noise"]
 
 
 def test_the_calibrated_gain_band_covers_at_its_level_where_the_model_holds():
@@ -410,7 +414,7 @@ def test_the_calibrated_gain_band_covers_at_its_level_where_the_model_holds():
     for _ in range(400):
         predicted, measured, size, keeps = _held_out(rng, scale=2.0, floor=0.002, slope=0.0, noise=0.0005,
                                                      level=0.01, n_cells=3)  # fmt: skip
-        cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.0005)
+        cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.0005, replicated=True)
         g_pred = 0.002 * rng.standard_normal()
         true_gain = 2.0 * g_pred + 0.002 * (rng.standard_normal() - rng.standard_normal())
         draws = np.array([[0.5 + g_pred, 0.5]] * 4)  # a bootstrap that does not move
