@@ -15,6 +15,7 @@ from ._calibrate import DecisionCalibration as DecisionCalibration
 from ._calibrate import calibrate as calibrate
 from ._calibrate import calibrate_decision as calibrate_decision
 from ._calibrate import replicate_noise as replicate_noise
+from ._calibrate import replicate_weights as replicate_weights
 from ._decide import VERDICTS as VERDICTS
 from ._decide import Decision as Decision
 from ._decide import decide as decide
@@ -120,6 +121,7 @@ __all__ = [
     "calibrate_decision",
     "DecisionCalibration",
     "replicate_noise",
+    "replicate_weights",
     # from losses to benchmarks to a mixture, and the decision
     "fit_benchmarks",
     "fit_benchmark_laws",

@@ -26,6 +26,7 @@ from ._calibrate import (
     calibrate_decision,
     calibrate_folds,
     replicate_noise,
+    replicate_weights,
     warm_starts,
 )
 from ._checks import check_key, check_several_mixtures, named_columns
@@ -281,7 +282,8 @@ def fit_pipeline(
       `decision_calibration` (no further fit).
     - `replicates` (default): when runs repeat a (mixture, size), the noise of one run's objective (the noise
       floor `objective_noise` and the decision calibration's noise) is the repeats' pooled scatter, not the
-      benchmark fits' residuals.
+      benchmark fits' residuals, and each mixture's runs are weighted by 1 / its repeats' variance in the
+      proxy-loss fits (`replicate_weights`; all weights 1 without repeats).
 
     **Arguments**:
     - `data`: the training runs as a `MixtureData` (its `y` is not used); `benchmarks`: `fit_benchmarks` on the
@@ -302,7 +304,8 @@ def fit_pipeline(
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
     names, Y = _proxy_targets(benchmarks, objective, data.n_points)
     k_fit, k_boot, k_draw = jax.random.split(key, 3)
-    W = jnp.broadcast_to(data.weight, Y.shape)
+    noisy = _noise_weights(data, Y) if replicates else jnp.ones(Y.shape, Y.dtype)  # [T, P]
+    W = jnp.broadcast_to(data.weight, Y.shape) * noisy
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
     loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
     weights = {b: objective[b] for b in names}
@@ -324,7 +327,7 @@ def fit_pipeline(
         bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (n_resamples,) + leaf.shape), benchmarks.laws[b])
                  for b in names}  # fmt: skip
         Y_boot = jnp.repeat(Y, n_resamples, axis=0)
-    batched = _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, k_boot, options)
+    batched = _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, k_boot, options)
     calibration, decision = None, None
     if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 32 resamples
         folds = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
@@ -357,13 +360,20 @@ def _repeats(data: MixtureData, measured: np.ndarray, used: np.ndarray) -> float
     return sd if dof >= 2 and sd > 0 else None
 
 
+def _noise_weights(data: MixtureData, Y: Array) -> Array:
+    """Each proxy loss's fit weights [T, P] from repeated runs (`replicate_weights`; all 1 without repeats)."""
+    size = np.zeros(data.n_points) if data.size is None else np.asarray(data.size)
+    w = replicate_weights(np.asarray(data.r), size, np.asarray(Y), np.asarray(data.weight) > 0)
+    return jnp.asarray(w, Y.dtype)
+
+
 def _fold_objective(pipeline: Pipeline, held: HeldOut) -> np.ndarray:
     """Each fold's predicted objective at every run [folds, P] from its proxy losses [folds, T, P] (the point
     fits' loss-to-benchmark laws)."""
-    total = 0.0
+    total = np.zeros(held.median.shape[::2])
     for i, (b, w) in enumerate(pipeline.benchmark_weights):
         total = total + w * np.asarray(pipeline.benchmark_laws[b].from_proxy(jnp.asarray(held.median[:, i, :])))
-    return np.asarray(total)
+    return total
 
 
 def _proxy_targets(benchmarks: BenchmarkFits, objective: Mapping[str, float], n_points: int) -> tuple[list, Array]:
@@ -378,12 +388,14 @@ def _proxy_targets(benchmarks: BenchmarkFits, objective: Mapping[str, float], n_
     return names, Y
 
 
-def _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, key, options) -> dict[str, Any]:
+def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key, options) -> dict[str, Any]:
     """The mixture laws refitted on every resample ({b: law batched [B]}): one multi-target fit of the rows
-    [T * B] (benchmark-major: the same resamples for every benchmark), each warm-started at its full-data fit."""
-    T, B = len(names), counts.shape[0]
+    [T * B] (benchmark-major: the same resamples for every benchmark, weighted by `noisy` [T, P]), each
+    warm-started at its full-data fit."""
+    T, (B, P) = len(names), counts.shape
     warm = warm_starts(loss_fit.law, B)
-    boot = fit(law, data.inputs, Y_boot, weights=jnp.tile(counts, (T, 1)), key=key, inits=warm, options=options)
+    weights = (counts[None] * noisy[:, None, :]).reshape(T * B, P)
+    boot = fit(law, data.inputs, Y_boot, weights=weights, key=key, inits=warm, options=options)
     return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
 
 

@@ -486,3 +486,33 @@ def test_repeated_runs_set_the_noise_floor():
     sd, dof = cj.replicate_noise(np.asarray(data.r), np.asarray(data.size), measured)
     assert dof == 10 and repeated.objective_noise == pytest.approx(sd, rel=1e-9)
     assert residual.objective_noise != pytest.approx(sd, rel=1e-3)  # the fits' residuals: another number
+    # every mixture here is repeated once per size: its fit weights follow its repeats' scatter of each proxy loss
+    expected = cj.replicate_weights(np.asarray(data.r), np.asarray(data.size), np.asarray(repeated.loss_fit.y))
+    np.testing.assert_allclose(np.asarray(repeated.loss_fit.weights), expected, rtol=1e-12)
+    assert np.ptp(expected) > 0.1 and np.all(np.asarray(residual.loss_fit.weights) == 1.0)
+
+
+def test_replicate_weights_follow_each_mixtures_repeat_variance():
+    rng = np.random.default_rng(3)
+    r = np.repeat(rng.dirichlet(np.ones(3), 3), 40, axis=0)  # 3 mixtures x 2 sizes x 20 repeats
+    size = np.tile(np.repeat([4.0, 8.0], 20), 3)
+    sd = np.repeat([0.01, 0.05, 0.01], 40)  # the second mixture's noise variance is 25x the others'
+    values = np.stack([size + sd * rng.standard_normal(120), np.ones(120)])  # the second target never varies
+    w = cj.replicate_weights(r, size, values, prior_dof=0.0)
+    assert w.shape == (2, 120) and w[0].mean() == pytest.approx(1.0)
+
+    # with no shrinkage, each weight is 1 / the mixture's own pooled variance (here: 38 dof each), rescaled
+    def var(m):
+        v = values[0, 40 * m : 40 * m + 40].reshape(2, 20)
+        return np.sum((v - v.mean(axis=1, keepdims=True)) ** 2) / 38
+
+    inverse = np.repeat([1 / var(m) for m in range(3)], 40)
+    np.testing.assert_allclose(w[0], inverse / inverse.mean(), rtol=1e-10)
+    assert 15 < w[0, 0] / w[0, 40] < 40
+    np.testing.assert_array_equal(w[1], np.ones(120))  # no scatter: no weighting
+    # shrinkage pulls every mixture toward the pooled variance; a mixture without repeats gets it
+    shrunk = cj.replicate_weights(r, size, values[0], prior_dof=1000.0)
+    assert np.ptp(shrunk) < 0.1 * np.ptp(w[0])
+    lone = cj.replicate_weights(np.vstack([r, [[0.2, 0.3, 0.5]]]), np.append(size, 4.0), np.append(values[0], 9.0))
+    pooled = np.sum([var(m) * 38 for m in range(3)]) / 114
+    assert lone[-1] / lone[0] == pytest.approx((var(0) * 38 + 2 * pooled) / 40 / pooled, rel=1e-9)
