@@ -28,7 +28,11 @@ from .experiments._select import select_law as select_law
 from .fitting._bootstrap import BootstrapResult as BootstrapResult
 from .fitting._bootstrap import bootstrap as bootstrap
 from .fitting._calibrate import Calibration as Calibration
+from .fitting._calibrate import DecisionCalibration as DecisionCalibration
 from .fitting._calibrate import calibrate as calibrate
+from .fitting._calibrate import calibrate_decision as calibrate_decision
+from .fitting._calibrate import replicate_noise as replicate_noise
+from .fitting._calibrate import replicate_weights as replicate_weights
 from .fitting._fit import FitResult as FitResult
 from .fitting._fit import data_template as data_template
 from .fitting._fit import fit as fit
@@ -118,6 +122,10 @@ __all__ = [
     "resample_weights",
     "calibrate",
     "Calibration",
+    "calibrate_decision",
+    "DecisionCalibration",
+    "replicate_noise",
+    "replicate_weights",
     # from losses to benchmarks to a mixture, and the decision
     "fit_benchmarks",
     "fit_benchmark_laws",

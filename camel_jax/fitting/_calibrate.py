@@ -37,6 +37,7 @@ a few numbers is itself uncertain, and the normal quantile would undercover.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -158,6 +159,29 @@ def calibrate(
 
     **Returns**: a `Calibration` (see the module docstring for the model).
     """
+    calibration, _ = calibrate_folds(law, inputs, y, key=key, n_resamples=n_resamples, holdout=holdout,
+                                     restarts=restarts, inits=inits, weights=weights, groups=groups, strata=strata,
+                                     options=options)  # fmt: skip
+    return calibration
+
+
+def calibrate_folds(
+    law: Any,
+    inputs: Sequence[ArrayLike],
+    y: ArrayLike,
+    *,
+    key: Array,
+    n_resamples: int = 32,
+    holdout: int | None = None,
+    restarts: int = 8,
+    inits: Any = None,
+    weights: ArrayLike | None = None,
+    groups: ArrayLike | None = None,
+    strata: ArrayLike | None = None,
+    options: FitOptions | None = None,
+) -> tuple[Calibration, HeldOut]:
+    """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
+    calibrations in other units (the objective and the gain of `calibrate_decision`) at no further fit."""
     options = resolve_options(options)
     count(n_resamples, "n_resamples", least=2)
     if holdout is not None:
@@ -180,7 +204,7 @@ def calibrate(
     noise_var = np.mean(noise, axis=0)  # [T]
     kappa_level, kappa_mix, rms, sd = (jnp.asarray(a) for a in _moments(cells, noise_var))
     squeeze = (lambda a: a[0]) if jnp.ndim(y) == 1 else (lambda a: a)
-    return Calibration(
+    calibration = Calibration(
         kappa_level=squeeze(kappa_level),
         kappa_mix=squeeze(kappa_mix),
         size_max=float(sizes[-1]),
@@ -191,6 +215,9 @@ def calibrate(
         boot_sd=squeeze(sd),
         noise_sd=squeeze(jnp.sqrt(jnp.asarray(noise_var))),
     )
+    median = np.median(pred, axis=2)  # [folds, T, P]
+    held = HeldOut(keeps=np.asarray(keeps, float), size=size, median=median if jnp.ndim(y) > 1 else median[:, 0])
+    return calibration, held
 
 
 def _weights(y: ArrayLike, weights: ArrayLike | None) -> Array:
@@ -276,3 +303,226 @@ def warm_starts(laws: Any, n: int) -> Any:
     """`fit` starts for a multi-target fit whose rows repeat each of T targets n times (target-major): each of the
     T laws (leading axis T) repeated n times, one start each: leaves [T * n, 1, ...]."""
     return jax.tree.map(lambda leaf: jnp.repeat(leaf, n, axis=0)[:, None], laws)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOut:
+    """The folds of a calibration: fold j trained on the sizes <= `keeps[j]`; `median` [folds, P] (or
+    [folds, T, P]) its resamples' median prediction at every run, whose sizes are `size` [P]."""
+
+    keeps: np.ndarray
+    size: np.ndarray
+    median: np.ndarray
+
+
+class DecisionCalibration(eqx.Module):
+    """What held-out sizes say about the objective and about the gain of one mixture over another, in objective
+    units (see `calibrate_decision`).
+
+    At a size M with d = max(0, log(M / size_max)), beyond what the bootstrap sees:
+    - the objective of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2);
+    - the true gain of r over r0 is `scale` times the predicted one (known to `scale_se`) plus
+      N(0, 2 (gain_floor^2 + gain_slope^2 d^2)): each mixture's own error, the error both share cancelling.
+
+    **Fields** (scalars): those above, `noise_sd` (one run's measured objective: the noise floor),
+    `n_cells` (held-out (fold, size) cells), `n_runs` (held-out runs over all folds), `replicated` (1 when the
+    noise came from repeated runs, 0 when from the loss-to-benchmark fits' residuals), `size_max`.
+    """
+
+    size_max: Array
+    value_floor: Array
+    value_slope: Array
+    scale: Array
+    scale_se: Array
+    gain_floor: Array
+    gain_slope: Array
+    noise_sd: Array
+    n_cells: Array
+    n_runs: Array
+    replicated: Array
+
+    def distance(self, size: float) -> float:
+        """d(M) = max(0, log(M / size_max))."""
+        return max(0.0, float(np.log(size / float(self.size_max))))
+
+    def value_sd(self, size: float) -> float:
+        """The objective's error at `size` that the bootstrap does not see."""
+        d = self.distance(size)
+        return float(np.sqrt(float(self.value_floor) ** 2 + (float(self.value_slope) * d) ** 2))
+
+    def gain_sd(self, size: float, predicted: float) -> float:
+        """The error of the scaled gain `scale * predicted` at `size` that the bootstrap does not see."""
+        d = self.distance(size)
+        own = float(self.gain_floor) ** 2 + (float(self.gain_slope) * d) ** 2
+        return float(np.sqrt(2 * own + (predicted * float(self.scale_se)) ** 2))
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom of the gain's error scale: held-out runs less one mean per cell and the scale."""
+        return max(int(self.n_runs) - int(self.n_cells) - 1, 1)
+
+    def summary(self) -> str:
+        """What the calibration rests on, in one phrase."""
+        source = "repeated runs" if float(self.replicated) else "the benchmark fits' residuals"
+        return (f"calibrated on {int(self.n_runs)} held-out runs in {int(self.n_cells)} (fold, size) cells; "
+                f"noise floor {float(self.noise_sd):.3g} from {source}")  # fmt: skip
+
+
+def calibrate_decision(
+    predicted: ArrayLike,
+    measured: ArrayLike,
+    size: ArrayLike,
+    keeps: ArrayLike,
+    *,
+    noise_sd: float,
+    used: ArrayLike | None = None,
+    replicated: bool = False,
+) -> DecisionCalibration:
+    """Calibrate the objective and the gain on held-out sizes (method of moments, see `DecisionCalibration`).
+
+    Fold j was fitted on the runs of size <= keeps[j] and predicted the objective `predicted[j]` at every run;
+    each larger size it did not see is a cell c of H_c runs at distance d_c = log(size / keeps[j]). With
+    e_p = predicted - measured and s^2 = `noise_sd`^2 when it is the scatter of repeated runs (`replicated`), else
+    s^2 = 0 (one run's pure measurement noise is then unknown: the benchmark fits' residuals also hold their
+    law's lack of fit, which a prediction at the pick suffers as much as one at a held-out run, and subtracting
+    them left the gain's own error at zero and its band covering 45-60% in the zoo's default family):
+    - the objective: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
+    - the gain: within a cell, the runs' predicted and measured deviations from the cell's means (the error
+      every mixture shares cancels, as in a gain) give the scale by least squares through the origin,
+      measured dev = scale * predicted dev + u, and gain_floor^2 + gain_slope^2 d^2 is fitted to
+      u_p^2 H_c / (H_c - 1) - s^2 (each mixture's own error). A law that shrinks the mixture's effect (tied
+      CAMEL on the zoo's default family predicts a third of it, inside the data as past it) gets a scale > 1.
+
+    **Arguments**:
+    - `predicted`: [folds, P] each fold's predicted objective at every run; `measured`: [P] the measured one.
+    - `size`: [P] the runs' sizes; `keeps`: [folds] each fold's largest trained size.
+    - `noise_sd`: one run's measurement noise (from repeated runs, or the benchmark fits' residuals): the
+      noise floor the calibration reports; subtracted only when `replicated`.
+    - `used`: [P] runs that count (default all); `replicated`: whether `noise_sd` is the repeats' scatter.
+
+    **Returns**: a `DecisionCalibration`.
+    """
+    predicted, measured = np.atleast_2d(np.asarray(predicted, float)), np.asarray(measured, float)
+    size, keeps = np.asarray(size, float), np.asarray(keeps, float)
+    used = np.ones(len(size), bool) if used is None else np.asarray(used, bool)
+    noise2 = float(noise_sd) ** 2 if replicated else 0.0
+    value, gain, dev_pred, dev_meas = [], [], [], []
+    n_cells = 0
+    for keep, pred in zip(keeps, predicted):
+        for held in np.unique(size[used & (size > keep)]):
+            cell = used & (size == held) & np.isfinite(pred)
+            if cell.sum() < 2:
+                continue
+            n_cells += 1
+            d2 = float(np.log(held / keep)) ** 2
+            err = pred[cell] - measured[cell]
+            value += [(d2, e**2 - noise2) for e in err]
+            dev_pred.append(pred[cell] - pred[cell].mean())
+            dev_meas.append(measured[cell] - measured[cell].mean())
+            gain.append((d2, cell.sum()))
+    if n_cells == 0:
+        raise ValueError("no held-out cell with >= 2 runs: the decision cannot be calibrated")
+    fp, ym = np.concatenate(dev_pred), np.concatenate(dev_meas)
+    spread = float(fp @ fp)
+    scale = float(fp @ ym) / spread if spread > 0 else 1.0
+    u = ym - scale * fp
+    n_runs = len(u)
+    scale_se = float(np.sqrt(u @ u / max(n_runs - n_cells - 1, 1) / spread)) if spread > 0 else 0.0
+    own, start = [], 0
+    for d2, H in gain:
+        own += [(d2, x**2 * H / (H - 1) - noise2) for x in u[start : start + H]]
+        start += H
+    value_floor, value_slope = _floor_and_slope(np.asarray(value))
+    gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
+    scalars = (float(size[used].max()), value_floor, value_slope, scale, scale_se, gain_floor, gain_slope,
+               float(noise_sd), n_cells, n_runs, float(replicated))  # fmt: skip
+    return DecisionCalibration(*(jnp.asarray(float(x)) for x in scalars))
+
+
+def _floor_and_slope(rows: np.ndarray) -> tuple[float, float]:
+    """(a, b) >= 0 with a^2 + b^2 d^2 the least-squares fit of rows (d^2, excess squared error)."""
+    d2, target = rows[:, 0], rows[:, 1]
+    X = np.stack([np.ones_like(d2), d2], axis=1)
+    floor2, slope2 = np.linalg.lstsq(X, target, rcond=None)[0]
+    if slope2 < 0:
+        floor2, slope2 = target.mean(), 0.0
+    if floor2 < 0:
+        floor2, slope2 = 0.0, float(d2 @ target / max(d2 @ d2, 1e-300))
+    return float(np.sqrt(max(floor2, 0.0))), float(np.sqrt(max(slope2, 0.0)))
+
+
+def t_cdf(x: float, dof: int) -> float:
+    """Student's t CDF with `dof` degrees of freedom at x."""
+    tail = 0.5 * float(betainc(dof / 2, 0.5, dof / (dof + x**2)))
+    return 1 - tail if x >= 0 else tail
+
+
+def replicate_noise(
+    r: ArrayLike, size: ArrayLike, values: ArrayLike, used: ArrayLike | None = None
+) -> tuple[float, int]:
+    """Measurement noise from repeated runs: the pooled within-group standard deviation of `values` [P] over
+    runs sharing a mixture r [P, n] and a size [P] (rounded to 1e-9), and its degrees of freedom (0: no
+    repeats, noise NaN).
+
+    **Arguments**: `r`, `size`, `values` per run; `used` [P]: the runs that count (default all).
+
+    **Returns**: (standard deviation, degrees of freedom).
+    """
+    r, size, values = np.asarray(r, float), np.asarray(size, float), np.asarray(values, float)
+    used = np.ones(len(values), bool) if used is None else np.asarray(used, bool)
+    used = used & np.isfinite(values)
+    keys = np.round(np.column_stack([r, size]), 9)[used]
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = np.ravel(group)
+    v = values[used]
+    sums, counts = np.bincount(group, v), np.bincount(group)
+    dof = int(np.sum(counts - 1))
+    if dof == 0:
+        return float("nan"), 0
+    ss = float(np.sum((v - (sums / counts)[group]) ** 2))
+    return float(np.sqrt(ss / dof)), dof
+
+
+def replicate_weights(
+    r: ArrayLike, size: ArrayLike, values: ArrayLike, used: ArrayLike | None = None, *, prior_dof: float = 2.0
+) -> np.ndarray:
+    """Fit weights from repeated runs: 1 / each mixture's noise variance, relative to the pooled one.
+
+    A mixture's variance is the scatter of its repeats (runs sharing its r [P, n] and a size [P]) pooled over
+    its sizes, shrunk toward the variance pooled over all mixtures with `prior_dof` degrees of freedom
+    ((ss_m + prior_dof * var) / (dof_m + prior_dof): a mixture repeated twice says little on its own); a
+    mixture without repeats gets the pooled variance. Noise can differ by mixture many times over (the marin
+    project measured a factor 25 in repeat variance), and a fit that weights every run alike follows the
+    noisiest.
+
+    **Arguments**: `r`, `size` per run; `values` [P] or [T, P] (one weighting per target); `used` [P]: the runs
+    that count (default all); `prior_dof`: the pooled variance's weight in each mixture's.
+
+    **Returns**: weights of the shape of `values`, with mean 1 over the used runs of each target (all 1 for a
+    target with fewer than 2 degrees of freedom of repeats).
+    """
+    values = np.asarray(values, float)
+    rows = np.atleast_2d(values)
+    r, size = np.asarray(r, float), np.asarray(size, float)
+    used = np.ones(rows.shape[1], bool) if used is None else np.asarray(used, bool)
+    _, cell = np.unique(np.round(np.column_stack([r, size]), 9), axis=0, return_inverse=True)
+    _, mixture = np.unique(np.round(r, 9), axis=0, return_inverse=True)
+    cell, mixture = np.ravel(cell), np.ravel(mixture)
+    out = np.ones_like(rows)
+    for t, v in enumerate(rows):
+        ok = used & np.isfinite(v)
+        counts = np.bincount(cell[ok], minlength=cell.max() + 1)
+        means = np.bincount(cell[ok], v[ok], minlength=cell.max() + 1) / np.maximum(counts, 1)
+        ss = np.bincount(mixture[ok], (v[ok] - means[cell[ok]]) ** 2, minlength=mixture.max() + 1)
+        cell_mixture = np.zeros(cell.max() + 1, int)
+        cell_mixture[cell[ok]] = mixture[ok]  # every run of a (mixture, size) cell has its mixture
+        n_mix = mixture.max() + 1
+        n_cells = np.bincount(cell_mixture[np.unique(cell[ok])], minlength=n_mix)
+        dof = np.bincount(mixture[ok], minlength=n_mix) - n_cells
+        if dof.sum() < 2 or ss.sum() <= 0:
+            continue
+        pooled = ss.sum() / dof.sum()
+        variance = (ss + prior_dof * pooled) / (dof + prior_dof)
+        w = np.where(ok, pooled / variance[mixture], 0.0)
+        out[t] = np.where(ok, w / w[ok].mean(), 1.0)
+    return out.reshape(values.shape)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._version import __version__
 from ..fitting._bootstrap import BootstrapResult
-from ..fitting._calibrate import Calibration
+from ..fitting._calibrate import Calibration, DecisionCalibration
 from ..fitting._fit import FitResult
 from ..laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 from ..laws._legacy import FORMAT_1, upgrade
@@ -198,6 +198,7 @@ def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
             "resampled": obj.resamples is not None,
             "calibration": None if obj.calibration is None else _calibration_meta(obj.calibration),
             "data_hash": _fit_hash(obj.loss_fit),
+            "decision_calibration": obj.decision_calibration is not None,
         }
     else:
         raise TypeError(f"save() takes a FitResult, BootstrapResult, Pipeline or PipelineFit; got {type(obj).__name__}")
@@ -430,11 +431,22 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     zero = jnp.zeros(())
     skeleton = PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit,
                            resamples=zero if meta["resampled"] else None, calibration=calibration,
-                           objective_noise=0.0)  # fmt: skip
+                           objective_noise=0.0, decision_calibration=_decision_skeleton(meta, path))  # fmt: skip
     picks = _pipeline_picks(pipeline, "pipeline.", lambda o: o.pipeline)
     if pipelines is not None:
         picks += _pipeline_picks(pipelines, "pipelines.", lambda o: o.pipelines)
     return skeleton, picks + [("loss_fit.law", lambda o: o.loss_fit.law), ("loss_fit.laws", lambda o: o.loss_fit.laws)]
+
+
+def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | None:
+    """A decision calibration's skeleton (all its fields are scalar leaves), or None (also for files written
+    before it existed)."""
+    present = meta.get("decision_calibration", False)
+    if not isinstance(present, bool):
+        raise ValueError(f"{path}: decision_calibration must be true or false")
+    if not present:
+        return None
+    return DecisionCalibration(*(jnp.zeros(()) for _ in dataclasses.fields(DecisionCalibration)))
 
 
 def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
@@ -537,6 +549,13 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
             ok = kappa.dtype.kind == "f" and kappa.shape in ((), (n_bench,)) and np.isfinite(kappa).all()
             if not (ok and np.all(kappa >= 0)):
                 raise ValueError(f"{path}: calibration {name} must be finite numbers >= 0, one per benchmark")
+    decision = obj.decision_calibration
+    if decision is not None:
+        for field in dataclasses.fields(DecisionCalibration):
+            value = np.asarray(getattr(decision, field.name))
+            signed = field.name == "scale"  # a law can predict a mixture's effect with the wrong sign
+            if value.shape != () or value.dtype.kind != "f" or not (np.isfinite(value) and (signed or value >= 0)):
+                raise ValueError(f"{path}: decision_calibration {field.name} must be a finite number >= 0")
     return dataclasses.replace(obj, objective_noise=float(noise))
 
 

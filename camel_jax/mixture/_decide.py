@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ..fitting._calibrate import Calibration
+from ..fitting._calibrate import Calibration, DecisionCalibration, t_cdf, t_quantile
 from ._pipeline import Pipeline
 
 VERDICTS = ("improves", "not resolved")
@@ -37,6 +37,9 @@ class Decision:
     extrapolation error was drawn in; `min_gain` the smallest gain worth a verdict (e.g. the noise of one
     evaluation of the objective). `verdict` is "improves" when the gain exceeds `min_gain` in at least `level` of
     the draws and the mixture lies within the trained mixtures' range; else "not resolved", with the `reason`.
+    With a `DecisionCalibration` the gain is calibrated on held-out sizes directly: "improves" when its band
+    excludes 0 and the gain reaches `min_gain`. `basis` says what the verdict rests on (held-out runs, the noise
+    floor and where it came from).
     """
 
     gain: float
@@ -51,12 +54,15 @@ class Decision:
     calibrated: bool
     min_gain: float = 0.0
     reason: str = ""
+    basis: str = ""
 
     def line(self) -> str:
         """One line a person can act on."""
         band = f"{self.gain:+.3g} [{self.gain_low:+.3g}, {self.gain_high:+.3g}]"
         source = "bootstrap + extrapolation error" if self.calibrated else "bootstrap only: not calibrated"
         act = "train it" if self.verdict == "improves" else f"keep the reference ({self.reason})"
+        if self.basis:
+            source = self.basis
         return (
             f"verdict: {self.verdict} (gain over the reference {band} at {self.level:.0%}, "
             f"P(improves) = {self.p_improve:.2f}; {source}): {act}"
@@ -117,6 +123,7 @@ def decide(
     level: float = 0.95,
     min_gain: float = 0.0,
     support: tuple[ArrayLike, ArrayLike] | None = None,
+    decision_calibration: DecisionCalibration | None = None,
 ) -> Decision:
     """Does mixture `r` beat `reference` at `model_size`? Draws both with `objective_draws` (the same draw of
     every resample's fit and level error for both) and reads the gain's distribution; see `Decision`.
@@ -131,6 +138,10 @@ def decide(
     - `model_size`: the size to decide at; `key`: draws the calibration's error.
     - `calibration`: the extrapolation error to draw in (None: the bootstrap's spread only).
     - `level`: the share of draws the gain must win in; `min_gain`, `support`: see above.
+    - `decision_calibration`: the objective's and the gain's error measured on held-out sizes
+      (`fit_pipeline` keeps one): the bands are the bootstrap's widened by it, the gain scaled by its `scale`,
+      and the verdict is "improves" when the gain's band excludes 0 and the gain reaches `min_gain` (the
+      `calibration` of the proxy losses is then not drawn in).
 
     **Returns**: a `Decision` (gain and band, `p_improve`, `verdict`, `reason`).
     """
@@ -139,6 +150,10 @@ def decide(
     if not (np.isfinite(min_gain) and min_gain >= 0):
         raise ValueError(f"`min_gain` must be finite and >= 0; got {min_gain}")
     both = jnp.stack([jnp.asarray(r, float), jnp.asarray(reference, float)])
+    if decision_calibration is not None:
+        draws = np.asarray(objective_draws(pipelines, both, model_size, key=key))
+        return _calibrated(draws, np.asarray(r, float), float(model_size), decision_calibration, level, min_gain,
+                           support)  # fmt: skip
     draws = np.asarray(objective_draws(pipelines, both, model_size, key=key, calibration=calibration))
     draws = draws[np.all(np.isfinite(draws), axis=1)]
     if len(draws) == 0:
@@ -167,14 +182,59 @@ def decide(
 
 def _doubt(gain: np.ndarray, r: np.ndarray, level: float, min_gain: float, support: Any) -> str:
     """Why the verdict is "not resolved" ("" when it is "improves")."""
-    if support is not None:
-        lower, upper = (np.asarray(b, float) for b in support)
-        outside = np.flatnonzero((r < lower - 1e-9) | (r > upper + 1e-9))
-        if len(outside):
-            j = int(outside[0])
-            return (f"dataset {j} at {r[j]:.3f} lies outside the trained mixtures' range [{lower[j]:.3f}, "
-                    f"{upper[j]:.3f}]: train runs there first")  # fmt: skip
+    outside = _outside(r, support)
+    if outside:
+        return outside
     if np.mean(gain > min_gain) < level:
         floor = f" above the noise floor {min_gain:.2g}" if min_gain > 0 else ""
         return f"the gain is not positive{floor} in {level:.0%} of the draws"
     return ""
+
+
+def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCalibration, level: float,
+                min_gain: float, support: Any) -> Decision:  # fmt: skip
+    """The decision from the bootstrap's draws [B, 2] (mixture, reference) and a held-out calibration."""
+    draws = draws[np.all(np.isfinite(draws), axis=1)]
+    if len(draws) < 2:
+        raise ValueError("fewer than 2 resamples give a finite objective at these mixtures: no verdict")
+    boot_gain = draws[:, 0] - draws[:, 1]
+    scale = float(cal.scale)
+    gain = scale * float(np.median(boot_gain))
+    gain_sd = float(np.hypot(scale * np.std(boot_gain, ddof=1), cal.gain_sd(size, float(np.median(boot_gain)))))
+    value = float(np.median(draws[:, 0]))
+    value_sd = float(np.hypot(np.std(draws[:, 0], ddof=1), cal.value_sd(size)))
+    q = t_quantile((1 + level) / 2, cal.dof)
+    p_improve = t_cdf(gain / gain_sd, cal.dof) if gain_sd > 0 else float(gain > 0)
+    reason = _outside(r, support)
+    if not reason and gain - q * gain_sd <= 0:
+        reason = f"the gain's calibrated {level:.0%} band reaches 0"
+    if not reason and gain < min_gain:
+        reason = f"the gain is below the noise floor {min_gain:.2g}"
+    return Decision(
+        gain=gain,
+        gain_low=gain - q * gain_sd,
+        gain_high=gain + q * gain_sd,
+        p_improve=float(p_improve),
+        value=value,
+        value_low=value - q * value_sd,
+        value_high=value + q * value_sd,
+        level=float(level),
+        verdict=VERDICTS[1] if reason else VERDICTS[0],
+        calibrated=True,
+        min_gain=float(min_gain),
+        reason=reason,
+        basis=f"bootstrap + held-out gain x{scale:.2f}: {cal.summary()}",
+    )
+
+
+def _outside(r: np.ndarray, support: Any) -> str:
+    """Why a mixture outside the trained mixtures' range gets no verdict ("" inside it)."""
+    if support is None:
+        return ""
+    lower, upper = (np.asarray(b, float) for b in support)
+    outside = np.flatnonzero((r < lower - 1e-9) | (r > upper + 1e-9))
+    if not len(outside):
+        return ""
+    j = int(outside[0])
+    return (f"dataset {j} at {r[j]:.3f} lies outside the trained mixtures' range [{lower[j]:.3f}, "
+            f"{upper[j]:.3f}]: train runs there first")  # fmt: skip

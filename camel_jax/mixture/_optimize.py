@@ -283,8 +283,8 @@ def optimal_mixture(
       result's `decision` says whether the chosen mixture beats the reference at `model_size` (`decide`, with
       the `calibration`'s extrapolation error when given, at `level`): its gain and band, `p_improve` and
       `verdict` ("improves" / "not resolved"). Given a `PipelineFit`, the verdict also uses its calibration,
-      its `objective_noise` as the smallest gain worth a verdict, and its trained mixtures' range as the region
-      a verdict can speak for.
+      its `objective_noise` as the smallest gain worth a verdict, its trained mixtures' range as the region
+      a verdict can speak for, and its `decision_calibration` (the gain calibrated on held-out sizes).
 
     **Returns**: a `MixtureResult`.
     """
@@ -296,7 +296,8 @@ def optimal_mixture(
     rules: dict[str, Any] = {}
     if isinstance(objective, PipelineFit):
         calibration = objective.calibration if calibration is None else calibration
-        rules = {"min_gain": objective.objective_noise, "support": objective.support()}
+        rules = {"min_gain": objective.objective_noise, "support": objective.support(),
+                 "decision_calibration": objective.decision_calibration}  # fmt: skip
         objective = objective.pipeline if objective.pipelines is None else objective.pipelines
     verdict = reference is not None and isinstance(objective, Pipeline) and bool(objective.batch_shape)
     _check_reference(reference, max_shift, verdict and robust is not None)

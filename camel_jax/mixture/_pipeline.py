@@ -11,7 +11,7 @@ import operator
 import warnings
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import equinox as eqx
 import jax
@@ -19,7 +19,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ..fitting._calibrate import Calibration, calibrate, warm_starts
+from ..fitting._calibrate import (
+    Calibration,
+    DecisionCalibration,
+    HeldOut,
+    calibrate_decision,
+    calibrate_folds,
+    replicate_noise,
+    replicate_weights,
+    warm_starts,
+)
 from ..fitting._fit import FitResult, fit, resolve_options
 from ..fitting._resample import resample_weights
 from ..laws import LossToBenchmark
@@ -217,8 +226,11 @@ class PipelineFit(eqx.Module):
     shared by every benchmark and both stages (None without resamples), the `calibration` of the proxy-loss
     laws' extrapolation error (one per benchmark of the objective; None unless calibrated), and
     `objective_noise`, the noise of one evaluation of the objective: sqrt(sum_b w_b^2 s_b^2) with s_b the rms
-    residual of benchmark b's loss-to-benchmark fit (a gain below it could not be confirmed by training the run).
-    `support()` is the range of the trained mixtures."""
+    residual of benchmark b's loss-to-benchmark fit (a gain below it could not be confirmed by training the run),
+    or, when the runs repeat a (mixture, size), the scatter of the repeats' measured objective.
+    `decision_calibration` (None unless calibrated) is the objective's and the gain's error measured on the
+    same held-out sizes, in objective units (`calibrate_decision`): `decide` and `optimal_mixture` read the
+    verdict from it. `support()` is the range of the trained mixtures."""
 
     pipeline: Pipeline
     pipelines: Pipeline | None
@@ -226,6 +238,7 @@ class PipelineFit(eqx.Module):
     resamples: Array | None
     calibration: Calibration | None = None
     objective_noise: float = 0.0
+    decision_calibration: DecisionCalibration | None = None
 
     def support(self) -> tuple[np.ndarray, np.ndarray]:
         """(lower [n], upper [n]): each dataset's smallest and largest weight among the trained mixtures."""
@@ -247,6 +260,7 @@ def fit_pipeline(
     options: FitOptions | None = None,
     two_stage: bool = True,
     calibrate: bool = True,
+    replicates: bool = True,
 ) -> PipelineFit:
     """Fit the mixture law on every benchmark's proxy loss and assemble the end-to-end `Pipeline`.
 
@@ -263,7 +277,13 @@ def fit_pipeline(
     - `calibrate` (default): also measure the mixture laws' extrapolation error past the largest trained size
       (`calibrate`: 2 folds, holding out the largest and the two largest sizes, or 1 fold for 3 sizes; skipped
       with a warning for fewer), kept in `calibration` for `decide`, `objective_draws` and
-      `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each.
+      `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each. The same folds'
+      predictions of the objective at the held-out runs, against the runs' measured objective, give the
+      `decision_calibration` (no further fit).
+    - `replicates` (default): when runs repeat a (mixture, size), the noise of one run's objective (the noise
+      floor `objective_noise` and the decision calibration's noise) is the repeats' pooled scatter, not the
+      benchmark fits' residuals, and each mixture's runs are weighted by 1 / its repeats' variance in the
+      proxy-loss fits (`replicate_weights`; all weights 1 without repeats).
 
     **Arguments**:
     - `data`: the training runs as a `MixtureData` (its `y` is not used); `benchmarks`: `fit_benchmarks` on the
@@ -272,7 +292,8 @@ def fit_pipeline(
     - `law`: the mixture-law template (e.g. a tied CAMEL); `key`: draws the starts and the resamples;
       `restarts`: random starts of the point fits.
     - `n_resamples`: B bootstrap resamples (0: the point pipeline only); `groups`, `strata`: as for `bootstrap`.
-    - `options`: of the proxy-loss fits (default `PROXY_OPTIONS`); `two_stage`, `calibrate`: see above.
+    - `options`: of the proxy-loss fits (default `PROXY_OPTIONS`); `two_stage`, `calibrate`, `replicates`: see
+      above.
 
     **Returns**: a `PipelineFit`: the point `pipeline`, the batched `pipelines` (with resamples), the fits, the
     `calibration` and the `objective_noise`.
@@ -283,13 +304,18 @@ def fit_pipeline(
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
     names, Y = _proxy_targets(benchmarks, objective, data.n_points)
     k_fit, k_boot, k_draw = jax.random.split(key, 3)
-    W = jnp.broadcast_to(data.weight, Y.shape)
+    noisy = _noise_weights(data, Y) if replicates else jnp.ones(Y.shape, Y.dtype)  # [T, P]
+    W = jnp.broadcast_to(data.weight, Y.shape) * noisy
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
     loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
     weights = {b: objective[b] for b in names}
     datasets = named_columns(data.columns)
     pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights, datasets)
     noise = _objective_noise(benchmarks, weights)
+    measured, runs_used = _measured_objective(benchmarks, weights, data.weight)
+    repeated = replicates and _repeats(data, measured, runs_used) is not None
+    if repeated:
+        noise = cast(float, _repeats(data, measured, runs_used))
     if n_resamples <= 0:
         return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None,
                            objective_noise=noise)  # fmt: skip
@@ -301,12 +327,53 @@ def fit_pipeline(
         bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (n_resamples,) + leaf.shape), benchmarks.laws[b])
                  for b in names}  # fmt: skip
         Y_boot = jnp.repeat(Y, n_resamples, axis=0)
-    batched = _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, k_boot, options)
-    calibration = None
+    batched = _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, k_boot, options)
+    calibration, decision = None, None
     if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 32 resamples
-        calibration = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
+        folds = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
+        if folds is not None:
+            calibration = folds[0]
+            predicted = _fold_objective(pipeline, folds[1])
+            decision = calibrate_decision(predicted, measured, folds[1].size, folds[1].keeps, noise_sd=noise,
+                                          used=runs_used, replicated=repeated)  # fmt: skip
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
-                       resamples=counts, calibration=calibration, objective_noise=noise)  # fmt: skip
+                       resamples=counts, calibration=calibration, objective_noise=noise,
+                       decision_calibration=decision)  # fmt: skip
+
+
+def _measured_objective(benchmarks: BenchmarkFits, weights: Mapping[str, float], run_weight: Array):
+    """Each run's measured objective sum_b w_b Acc_b [P], and whether every benchmark of it was measured [P]."""
+    order = list(benchmarks.laws)
+    y = np.asarray(benchmarks.result.y)
+    w = np.broadcast_to(np.asarray(benchmarks.result.weights), y.shape)
+    measured = sum(wb * y[order.index(b)] for b, wb in weights.items())
+    used = np.asarray(run_weight) > 0
+    for b in weights:
+        used = used & (w[order.index(b)] > 0)
+    return np.asarray(measured), used
+
+
+def _repeats(data: MixtureData, measured: np.ndarray, used: np.ndarray) -> float | None:
+    """The repeats' pooled scatter of the measured objective, or None with fewer than 2 degrees of freedom."""
+    size = np.zeros(len(measured)) if data.size is None else np.asarray(data.size)
+    sd, dof = replicate_noise(np.asarray(data.r), size, measured, used)
+    return sd if dof >= 2 and sd > 0 else None
+
+
+def _noise_weights(data: MixtureData, Y: Array) -> Array:
+    """Each proxy loss's fit weights [T, P] from repeated runs (`replicate_weights`; all 1 without repeats)."""
+    size = np.zeros(data.n_points) if data.size is None else np.asarray(data.size)
+    w = replicate_weights(np.asarray(data.r), size, np.asarray(Y), np.asarray(data.weight) > 0)
+    return jnp.asarray(w, Y.dtype)
+
+
+def _fold_objective(pipeline: Pipeline, held: HeldOut) -> np.ndarray:
+    """Each fold's predicted objective at every run [folds, P] from its proxy losses [folds, T, P] (the point
+    fits' loss-to-benchmark laws)."""
+    total = np.zeros(held.median.shape[::2])
+    for i, (b, w) in enumerate(pipeline.benchmark_weights):
+        total = total + w * np.asarray(pipeline.benchmark_laws[b].from_proxy(jnp.asarray(held.median[:, i, :])))
+    return total
 
 
 def _proxy_targets(benchmarks: BenchmarkFits, objective: Mapping[str, float], n_points: int) -> tuple[list, Array]:
@@ -321,12 +388,14 @@ def _proxy_targets(benchmarks: BenchmarkFits, objective: Mapping[str, float], n_
     return names, Y
 
 
-def _resampled_loss_laws(law, data, Y_boot, counts, loss_fit, names, key, options) -> dict[str, Any]:
+def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key, options) -> dict[str, Any]:
     """The mixture laws refitted on every resample ({b: law batched [B]}): one multi-target fit of the rows
-    [T * B] (benchmark-major: the same resamples for every benchmark), each warm-started at its full-data fit."""
-    T, B = len(names), counts.shape[0]
+    [T * B] (benchmark-major: the same resamples for every benchmark, weighted by `noisy` [T, P]), each
+    warm-started at its full-data fit."""
+    T, (B, P) = len(names), counts.shape
     warm = warm_starts(loss_fit.law, B)
-    boot = fit(law, data.inputs, Y_boot, weights=jnp.tile(counts, (T, 1)), key=key, inits=warm, options=options)
+    weights = (counts[None] * noisy[:, None, :]).reshape(T * B, P)
+    boot = fit(law, data.inputs, Y_boot, weights=weights, key=key, inits=warm, options=options)
     return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
 
 
@@ -365,8 +434,9 @@ def _resampled_benchmarks(
     return per_benchmark, proxy
 
 
-def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> Calibration | None:
-    """The proxy-loss laws' extrapolation error, or None (with a warning) when the data hold < 3 sizes."""
+def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> tuple[Calibration, HeldOut] | None:
+    """The proxy-loss laws' extrapolation error and its folds, or None (with a warning) when the data hold < 3
+    sizes."""
     n_sizes = len(np.unique(np.asarray(data.size)))
     if n_sizes < 3:
         warnings.warn(
@@ -376,8 +446,8 @@ def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> Calibra
         )
         return None
     groups, strata, n_resamples = resampling
-    return calibrate(law, data.inputs, Y, key=jax.random.fold_in(key, 7), n_resamples=max(n_resamples, 2),
-                     inits=loss_fit.law, weights=W, groups=groups, strata=strata, options=options)  # fmt: skip
+    return calibrate_folds(law, data.inputs, Y, key=jax.random.fold_in(key, 7), n_resamples=max(n_resamples, 2),
+                           inits=loss_fit.law, weights=W, groups=groups, strata=strata, options=options)  # fmt: skip
 
 
 def _rows(batched: Any, names: Sequence[str]) -> dict[str, Any]:
