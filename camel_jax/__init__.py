@@ -34,6 +34,7 @@ from ._fit import fit_arrays as fit_arrays
 from ._fit import huber as huber
 from ._fit import objective as objective
 from ._implicit import DerivativeStatus as DerivativeStatus
+from ._implicit import implicit_mixture as implicit_mixture
 from ._implicit import implicit_solution as implicit_solution
 from ._influence import Influence as Influence
 from ._influence import fit_derivative_status as fit_derivative_status
@@ -48,10 +49,14 @@ from ._observed import OBSERVED_METHODS as OBSERVED_METHODS
 from ._observed import backtest_observed as backtest_observed
 from ._observed import spearman as spearman
 from ._optimize import MixtureResult as MixtureResult
+from ._optimize import mixture_derivative_status as mixture_derivative_status
 from ._optimize import optimal_mixture as optimal_mixture
 from ._optimize import project_capped_simplex as project_capped_simplex
 from ._options import FitOptions as FitOptions
 from ._options import Status as Status
+from ._pick_influence import PickInfluence as PickInfluence
+from ._pick_influence import influence_text as influence_text
+from ._pick_influence import pick_influence as pick_influence
 from ._pipeline import BENCHMARK_OPTIONS as BENCHMARK_OPTIONS
 from ._pipeline import OBJECTIVES as OBJECTIVES
 from ._pipeline import PROXY_OPTIONS as PROXY_OPTIONS
@@ -126,6 +131,11 @@ __all__ = [
     "PROXY_OPTIONS",
     "optimal_mixture",
     "MixtureResult",
+    "mixture_derivative_status",
+    "implicit_mixture",
+    "pick_influence",
+    "PickInfluence",
+    "influence_text",
     "project_capped_simplex",
     "mixture_path",
     "decide",

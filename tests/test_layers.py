@@ -36,6 +36,7 @@ LAYERS = {
     "_optimize": MIXTURE,
     "_next": MIXTURE,
     "_tables": MIXTURE,
+    "_pick_influence": MIXTURE,
     # experiments: simulated worlds, the extrapolation protocol, law selection, backtests
     "_simulate": EXPERIMENTS,
     "simulate": EXPERIMENTS,
