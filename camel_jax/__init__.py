@@ -66,8 +66,12 @@ from .mixture._next import NEXT_COLUMNS as NEXT_COLUMNS
 from .mixture._next import next_runs as next_runs
 from .mixture._next import variance_reduction as variance_reduction
 from .mixture._optimize import MixtureResult as MixtureResult
+from .mixture._optimize import mixture_derivative_status as mixture_derivative_status
 from .mixture._optimize import optimal_mixture as optimal_mixture
 from .mixture._optimize import project_capped_simplex as project_capped_simplex
+from .mixture._pick_influence import PickInfluence as PickInfluence
+from .mixture._pick_influence import influence_text as influence_text
+from .mixture._pick_influence import pick_influence as pick_influence
 from .mixture._pipeline import BENCHMARK_OPTIONS as BENCHMARK_OPTIONS
 from .mixture._pipeline import OBJECTIVES as OBJECTIVES
 from .mixture._pipeline import PROXY_OPTIONS as PROXY_OPTIONS
@@ -79,6 +83,7 @@ from .mixture._pipeline import fit_pipeline as fit_pipeline
 from .mixture._tables import fit_benchmarks as fit_benchmarks
 from .mixture._tables import mixture_path as mixture_path
 from .solver._implicit import DerivativeStatus as DerivativeStatus
+from .solver._implicit import implicit_mixture as implicit_mixture
 from .solver._implicit import implicit_solution as implicit_solution
 from .solver._options import FitOptions as FitOptions
 from .solver._options import Status as Status
@@ -138,6 +143,11 @@ __all__ = [
     "PROXY_OPTIONS",
     "optimal_mixture",
     "MixtureResult",
+    "mixture_derivative_status",
+    "implicit_mixture",
+    "pick_influence",
+    "PickInfluence",
+    "influence_text",
     "project_capped_simplex",
     "mixture_path",
     "decide",

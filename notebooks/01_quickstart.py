@@ -71,3 +71,36 @@ print(f"95% bootstrap band covers {coverage:.0%} of the held-out runs")
 assert mape < 1.0 and result.summary()["r2"] > 0.99, (mape, result.summary()["r2"])
 assert coverage >= 0.5, coverage
 plot.loss_vs_size(data, result, bootstrap=boot, held_out=held_out, extend_to=20, mixtures=[0, 1, 2, 3])
+
+# %% [markdown]
+# ## Gradients through the fit and the pick, and which runs a prediction rests on
+#
+# `fit_arrays` and `optimal_mixture` are differentiable (the implicit function theorem at the fit's optimum and at
+# the pick's KKT point, never through the solvers' iterations), so `jax.grad` reaches from the loss predicted at the
+# recommended mixture back to every run's measured loss. Least squares here (`delta=0.1`): the edge of the default
+# Huber band is a kink, where a run's loss has one-sided derivatives only.
+
+# %%
+options = cj.FitOptions(delta=0.1, tol=1e-12)
+warm = jax.tree.map(lambda a: a[None], result.law)
+region = dict(reference=reference, max_shift=0.2)
+
+
+def loss_at_pick(y):
+    """the runs' losses -> fit -> the mixture of lowest predicted loss at M=20 (within +-20% of the reference) ->
+    that loss"""
+    refit = cj.fit_arrays(result.law, data.inputs, y, key=jax.random.key(0), inits=warm, options=options)
+    predicted = lambda r: -refit.law(r[None], jnp.array([20.0]))[0]  # noqa: E731
+    return -cj.optimal_mixture(predicted, 5, key=jax.random.key(0), **region).value
+
+
+gradient = jax.grad(loss_at_pick)(data.y)  # [P]: d (loss at the pick) / d (each run's loss)
+row = int(np.argmax(np.abs(np.asarray(gradient))))
+# That run's loss 1e-6 higher (relative): a derivative is local, and this fit bends within 1e-4 changes of one run
+# (k=2 domains on +-20% perturbations of one mixture leave it weakly determined: 1e-4 gives half the slope).
+bump = jnp.zeros_like(data.y).at[row].set(1e-6 * data.y[row])
+predicted = float(gradient @ bump)
+refitted = float(loss_at_pick(data.y + bump) - loss_at_pick(data.y - bump)) / 2  # central: refit and re-pick twice
+print(f"run {row}: the loss at the pick moves by {predicted:+.4g} (gradient) and {refitted:+.4g} (refit and re-pick)")
+assert np.all(np.isfinite(np.asarray(gradient))) and abs(predicted - refitted) <= 0.01 * abs(refitted)
+print(cj.influence_text(cj.influence(result, (reference[None], np.array([20.0]))), top=3))

@@ -28,6 +28,7 @@ makes them reliable.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,10 +104,22 @@ class Influence(eqx.Module):
         return df.iloc[np.argsort(-np.abs(df["loo"].to_numpy()), kind="stable")]
 
 
+def one_target(result: FitResult, t: int) -> FitResult:
+    """Target t of a fit over several targets (y [T, P]) as a fit of its own (the inputs are shared, and the
+    weights may be); a single-target fit is returned as it is."""
+    if result.n_targets is None:
+        return result
+    per_target = ("objective", "objectives", "converged", "n_steps", "grad_norm", "status", "n_failed", "y")
+    parts: dict[str, Any] = {name: getattr(result, name)[t] for name in per_target}
+    parts["weights"] = result.weights[t] if result.weights.ndim == 2 else result.weights
+    pick = lambda tree: jax.tree.map(lambda leaf: leaf[t], tree)  # noqa: E731
+    return dataclasses.replace(result, law=pick(result.law), laws=pick(result.laws), **parts)
+
+
 def _best_start(result: FitResult) -> tuple[Any, Array]:
     if result.n_targets is not None:
         raise ValueError(
-            "`result` fits several targets (y [T, P]); take one with jax.tree.map(lambda a: a[t], result) first"
+            "`result` fits several targets (y [T, P]); take one with camel_jax._influence.one_target(result, t)"
         )
     best = np.asarray(result.best_status)
     return result.law, jnp.asarray(Status(int(best)).is_converged)
@@ -186,15 +199,40 @@ def influence(
 
 @eqx.filter_jit
 def _influence(law, inputs, y, weights, points, converged, options) -> dict[str, Array]:
-    x, unravel, static, loss = _loss(law, options)
-    rcond = default_rcond(x.dtype)
-    log_res = options.log_residuals
-    safe_y = jnp.where(weights > 0, y, 1.0)
+    x, unravel, static, _ = _loss(law, options)
 
     def quantity(z: Array) -> Array:
         fitted = eqx.combine(unravel(z), static)
         parts = [_natural(fitted)] + ([] if points is None else [jnp.ravel(fitted(*points))])
         return jnp.concatenate(parts)
+
+    first = first_order(law, inputs, y, weights, converged, options)
+    jac = jax.jacfwd(quantity)(x)  # [m, d]
+    d_weight = first["d_weight"] @ jac.T  # [P, m]
+    loo = first["loo"] @ jac.T
+    a = weights[:, None] * d_weight  # [P, m]: the change per unit of relative weight
+    centred = a - jnp.mean(a, axis=0, keepdims=True)
+    covariance = centred.T @ centred
+    return {
+        "value": quantity(x),
+        "d_weight": d_weight,
+        "d_log_y": first["d_log_y"] @ jac.T,
+        "loo": loo,
+        "leverage": first["leverage"],
+        "covariance": covariance,
+        "se": jnp.sqrt(jnp.diag(covariance)),
+    }
+
+
+def first_order(law, inputs, y, weights, converged, options) -> dict[str, Array]:
+    """Each run's effect on the law's flat parameters x (`ravel_pytree` of its arrays), from one Hessian:
+    `d_weight` [P, d] (dx/dw_p), `d_log_y` [P, d] (dx/d log y_p), `loo` [P, d] (the approximate change of x when
+    the run is left out: -w_p dx/dw_p / (1 - h_p)) and `leverage` [P] (h_p). NaN where no derivative exists.
+    Linear maps of x (a prediction, a mixture chosen from the law) get theirs by the chain rule."""
+    x, unravel, static, loss = _loss(law, options)
+    rcond = default_rcond(x.dtype)
+    log_res = options.log_residuals
+    safe_y = jnp.where(weights > 0, y, 1.0)
 
     def grad_x(w: Array, y: Array) -> Array:
         return jax.grad(loss)(x, (inputs, y, w))
@@ -204,13 +242,10 @@ def _influence(law, inputs, y, weights, points, converged, options) -> dict[str,
     exists = converged & finite & ~negative
     inverse = vectors @ (jnp.where(flat, 0.0, 1.0 / jnp.where(flat, 1.0, eigenvalues))[:, None] * vectors.T)
     inverse = jnp.where(exists, inverse, jnp.nan)
-    jac = jax.jacfwd(quantity)(x)  # [m, d]
     by_weight = jax.jacfwd(grad_x, argnums=0)(weights, y)  # [d, P]
-    by_log_y = jax.jacfwd(lambda log_y: grad_x(weights, jnp.exp(log_y)))(jnp.log(jnp.where(weights > 0, y, 1.0)))
-    d_weight = -(jac @ inverse @ by_weight).T  # [P, m]
-    d_log_y = -(jac @ inverse @ by_log_y).T
+    by_log_y = jax.jacfwd(lambda log_y: grad_x(weights, jnp.exp(log_y)))(jnp.log(safe_y))
+    d_weight = -(inverse @ by_weight).T  # [P, d]
 
-    a = weights[:, None] * d_weight  # [P, m]: the change per unit of relative weight
     # Leverage: h_p = c w_p huber''(r_p) grad r_p^T H^{-1} grad r_p, the Gauss-Newton share of run p in H (c = 1,
     # or 1 / sum w under reduction="mean"). Removing the run removes that share: Sherman-Morrison divides the
     # first-order change by 1 - h_p. A run with h_p near 1 alone determines a direction: NaN.
@@ -222,15 +257,6 @@ def _influence(law, inputs, y, weights, points, converged, options) -> dict[str,
     leverage = share * jnp.einsum("pi,ij,pj->p", fitted_residuals, inverse, fitted_residuals)
     keep = 1.0 - leverage
     determined = keep > jnp.sqrt(jnp.finfo(x.dtype).eps)
+    a = weights[:, None] * d_weight
     loo = jnp.where(determined[:, None], -a / jnp.where(determined, keep, 1.0)[:, None], jnp.nan)
-    centred = a - jnp.mean(a, axis=0, keepdims=True)
-    covariance = centred.T @ centred
-    return {
-        "value": quantity(x),
-        "d_weight": d_weight,
-        "d_log_y": d_log_y,
-        "loo": loo,
-        "leverage": leverage,
-        "covariance": covariance,
-        "se": jnp.sqrt(jnp.diag(covariance)),
-    }
+    return {"d_weight": d_weight, "d_log_y": -(inverse @ by_log_y).T, "loo": loo, "leverage": leverage}

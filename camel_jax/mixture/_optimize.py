@@ -16,6 +16,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ..fitting._calibrate import Calibration
 from ..laws._base import count
 from ..solver._checks import check_key
+from ..solver._implicit import DerivativeStatus, implicit_mixture, maximum_derivative_status, value_at_maximum
 from ._decide import Decision, decide
 from ._pipeline import Pipeline, PipelineFit
 
@@ -47,7 +48,13 @@ class MixtureResult(eqx.Module):
     **Fields**: `r` the best start's mixture [n] (or [B, n] per resample); `value` its objective; `kkt_residual`
     the projected-gradient norm |r - P(r + grad)|_inf (0 at an optimum); `starts_r` [S, n] and `starts_value`
     [S] every start's final mixture and value; `lower`, `upper` the effective bounds; `decision` the verdict
-    against the `reference` (a `Decision`: gain with its band, `p_improve`, `verdict`) when one was asked for.
+    against the `reference` (a `Decision`: gain with its band, `p_improve`, `verdict`) when one was asked for;
+    `converged` (and `starts_converged` [S]) whether the ascent reached a KKT point (residual below sqrt(eps) of
+    the gradient's size). `r` and `value` are differentiable (`jax.grad`, `jax.jvp`, `jax.vjp`) with respect to
+    the objective's arrays (a `Pipeline`'s laws, and so through `fit_arrays` the runs' losses and weights), at the
+    solution and never through the ascent: `r` by its KKT conditions with the active bounds held
+    (`implicit_mixture`), `value` by the envelope theorem; NaN where the derivative does not exist
+    (`mixture_derivative_status` says why).
     """
 
     r: Array
@@ -58,6 +65,8 @@ class MixtureResult(eqx.Module):
     lower: Array
     upper: Array
     decision: Decision | None = None
+    converged: Array | None = None
+    starts_converged: Array | None = None
 
 
 # Bounds read from a file or typed by hand are rounded: sums within this of 1 are feasible (and made exact).
@@ -143,15 +152,22 @@ class _Ascent(eqx.Module):
         z, _ = jax.lax.fori_loop(0, self.adam_steps, step, (z0, optimizer.init(z0)))
         return self.to_mixture(z)
 
-    def polish(self, f: Callable[[Array], Array], r: Array) -> tuple[Array, Array, Array]:
-        """Projected-gradient ascent with a carried Armijo step to a KKT point: (r, value, KKT residual)."""
+    def polish(self, f: Callable[[Array], Array], r: Array) -> tuple[Array, Array, Array, Array]:
+        """Projected-gradient ascent with a carried Armijo step to a KKT point: (r, value, KKT residual,
+        converged). Once f's gains are below its rounding, a step that keeps f to rounding and lowers the KKT
+        residual is still taken: the weights then settle to rounding, which their implicit derivative (and a
+        finite-difference check of it) needs."""
         value_grad = jax.value_and_grad(f)
+        slack = 1e3 * jnp.finfo(r.dtype).eps
 
         def step(_, carry):
             r, value, grad, size = carry
             trial = project_capped_simplex(r + size * grad, self.lower, self.upper)
             trial_value, trial_grad = value_grad(trial)
-            ok = jnp.isfinite(trial_value) & (trial_value >= value + 1e-4 * jnp.vdot(grad, trial - r))
+            rounding = slack * jnp.abs(value)  # a change below it is no evidence: the KKT residual decides
+            rises = (trial_value >= value + 1e-4 * jnp.vdot(grad, trial - r)) & (trial_value > value + rounding)
+            settles = (trial_value >= value - rounding) & (self.kkt(trial, trial_grad) < self.kkt(r, grad))
+            ok = jnp.isfinite(trial_value) & (rises | settles)
             return (
                 jnp.where(ok, trial, r),
                 jnp.where(ok, trial_value, value),
@@ -161,13 +177,40 @@ class _Ascent(eqx.Module):
 
         value, grad = value_grad(r)
         r, value, grad, _ = jax.lax.fori_loop(0, self.polish_steps, step, (r, value, grad, jnp.ones((), r.dtype)))
-        return r, value, jnp.max(jnp.abs(r - project_capped_simplex(r + grad, self.lower, self.upper)))
+        kkt = self.kkt(r, grad)
+        # Converged: a KKT residual below sqrt(eps) of the gradient's size (1.5e-8 in float64; the polish gets to
+        # rounding), where the implicit derivative is exact to about that order; a start short of it gets NaN
+        # derivatives (DerivativeStatus.NOT_CONVERGED).
+        size = jnp.maximum(jnp.max(jnp.abs(grad)), jnp.finfo(r.dtype).tiny)
+        return r, value, kkt, jnp.isfinite(value) & (kkt <= jnp.sqrt(jnp.finfo(r.dtype).eps) * size)
+
+    def kkt(self, r: Array, grad: Array) -> Array:
+        return jnp.max(jnp.abs(r - project_capped_simplex(r + grad, self.lower, self.upper)))
 
     def best_of(self, f: Callable[[Array], Array], z0: Array) -> MixtureResult:
-        """Every start [S, n] ascended (vmapped); the best finite one reported."""
-        r, value, kkt = jax.vmap(lambda z: self.polish(f, self.adam(f, z)))(z0)
-        best = jnp.argmax(jnp.where(jnp.isfinite(value), value, -jnp.inf))
-        return MixtureResult(r[best], value[best], kkt[best], r, value, self.lower, self.upper)
+        """Every start [S, n] ascended (vmapped); the best finite one reported. The ascent runs on f with its
+        arrays' derivatives stopped; each start's mixture and value are then differentiated at the solution
+        (`implicit_mixture`, `value_at_maximum`), never through the ascent's iterations."""
+        objective, data = _split(f)
+        frozen = jax.lax.stop_gradient(data)
+        g = lambda r: objective(r, frozen)  # noqa: E731
+        r, _, kkt, converged = jax.vmap(lambda z: self.polish(g, self.adam(g, z)))(z0)
+        r_live = jax.vmap(
+            lambda r, c: implicit_mixture(objective, r, data, lower=self.lower, upper=self.upper, converged=c)
+        )(r, converged)
+        value = jax.vmap(lambda r, c: value_at_maximum(objective, r, data, converged=c))(r, converged)
+        best = jnp.argmax(jnp.where(jnp.isfinite(value), jax.lax.stop_gradient(value), -jnp.inf))
+        return MixtureResult(r_live[best], value[best], kkt[best], r_live, value, self.lower, self.upper,
+                             converged=converged[best], starts_converged=converged)  # fmt: skip
+
+
+def _split(f: Any) -> tuple[Callable[[Array, Any], Array], Any]:
+    """`objective(r, data)` and `data`: a Module's floating arrays are its data (differentiated); a plain
+    callable's traced closure is found by `implicit_mixture`'s closure conversion."""
+    if isinstance(f, eqx.Module):
+        data, static = eqx.partition(f, eqx.is_inexact_array)
+        return lambda r, d: eqx.combine(d, static)(r), data
+    return lambda r, d: f(r), ()
 
 
 class _PipelineValue(eqx.Module):
@@ -310,6 +353,45 @@ def optimal_mixture(
         return result
     return _with_decision(result, cast(Pipeline, objective), reference, cast(float, model_size), key, calibration,
                           level, rules)  # fmt: skip
+
+
+def mixture_derivative_status(
+    result: MixtureResult,
+    objective: Callable[[Array], Array] | Pipeline | PipelineFit,
+    *,
+    model_size: float | None = None,
+    robust: str | tuple[str, float] | None = None,
+) -> Any:
+    """Whether `result.r` (from `optimal_mixture`) has derivatives with respect to the objective's arrays.
+
+    Not OK means `jax.grad`/`jax.jvp` of `result.r` give NaN, and `.reason` says why: the ascent did not reach a
+    KKT point (NOT_CONVERGED), the objective is flat along a direction of the simplex (SINGULAR: the data cannot
+    tell some datasets apart there), the point is not a maximum on its face (INDEFINITE), or a weight sits at its
+    bound with no pull against it (DEGENERATE: one-sided derivatives only). `result.value` is differentiable
+    wherever the ascent converged (envelope theorem), whatever the status.
+
+    **Arguments**: `result` and the `objective`, `model_size` and `robust` that `optimal_mixture` was given.
+
+    **Returns**: a `DerivativeStatus` (one per resample, as an int array, for a per-resample result).
+    """
+    if isinstance(objective, PipelineFit):
+        objective = objective.pipeline if objective.pipelines is None else objective.pipelines
+    f, per_resample = _objective_of(objective, model_size, robust)
+    if result.converged is None:
+        raise ValueError("`result` has no `converged` field: recompute it with this version's `optimal_mixture`")
+    codes = np.asarray(_status_of(f, result.r, result.converged, result.lower, result.upper, per_resample))
+    return codes if codes.ndim else DerivativeStatus(int(codes))
+
+
+@eqx.filter_jit
+def _status_of(f: Any, r: Array, converged: Array, lower: Array, upper: Array, per_resample: bool) -> Array:
+    def one(f: Any, r: Array, converged: Array) -> Array:
+        objective, data = _split(f)
+        return maximum_derivative_status(objective, r, data, lower=lower, upper=upper, converged=converged)
+
+    if per_resample:
+        return jax.vmap(lambda p, r, c: one(_PipelineValue(p, f.size), r, c))(f.pipeline, r, converged)
+    return one(f, r, converged)
 
 
 def _with_decision(result, pipelines: Pipeline, reference: Any, model_size: float, key, calibration, level, rules):

@@ -48,6 +48,7 @@ class DerivativeStatus(enum.IntEnum):
     NONFINITE = 2  # the Hessian at the point is not finite
     INDEFINITE = 3  # a direction of negative curvature: a saddle, not a minimum
     SINGULAR = 4  # a flat direction of the Hessian that the data move: the solution is not determined
+    DEGENERATE = 5  # a mixture's weight at its bound with a zero multiplier: only one-sided derivatives exist
 
     @property
     def label(self) -> str:
@@ -58,12 +59,23 @@ class DerivativeStatus(enum.IntEnum):
         """The cause and the fix, for messages."""
         return {
             DerivativeStatus.OK: "the derivative exists",
-            DerivativeStatus.NOT_CONVERGED: "the fit did not converge: raise FitOptions.max_steps or check the starts",
+            DerivativeStatus.NOT_CONVERGED: (
+                "the solver did not converge: for a fit raise FitOptions.max_steps or check the starts; for an "
+                "optimal mixture raise polish_steps or restarts"
+            ),
             DerivativeStatus.NONFINITE: "the Hessian at the fit is not finite: check the law's scales and the data",
-            DerivativeStatus.INDEFINITE: "the fit is a saddle point, not a minimum: refit from more starts",
+            DerivativeStatus.INDEFINITE: (
+                "the solution is a saddle point, not an optimum: rerun from more starts (restarts)"
+            ),
             DerivativeStatus.SINGULAR: (
                 "the data do not determine the fit (a flat direction of the objective): see "
-                "FitResult.identifiability(), widen the design or simplify the law"
+                "FitResult.identifiability(), widen the design or simplify the law; for an optimal mixture, the "
+                "objective is flat along a direction of the simplex (datasets it cannot tell apart): merge them "
+                "or bound one"
+            ),
+            DerivativeStatus.DEGENERATE: (
+                "a dataset's weight sits at its bound with no pull against it (a zero multiplier): the mixture has "
+                "only one-sided derivatives there; the objective's value still has a derivative (envelope)"
             ),
         }[self]
 
@@ -232,3 +244,183 @@ def _at_solution_jvp(loss, rcond, primals, tangents):
     _, rhs = jax.jvp(lambda d: jax.grad(loss)(x, d), (data,), (data_dot,))
     x_dot = -jax.lax.custom_linear_solve(matvec, rhs, solve, transpose_solve)
     return x, x_dot
+
+
+# --- a maximizer on the capped simplex ---------------------------------------------------------------------------
+#
+# `optimal_mixture` returns r* = argmax_r f(r, data) over {lower <= r <= upper, sum r = 1}. Its KKT conditions:
+# with A the datasets held at a bound (the active set) and F the free ones, grad_F f = lambda 1 (one multiplier for
+# the simplex), r_A at its bounds, sum r = 1. Differentiating them with A held (a weight at its bound does not
+# move): dr lies in the tangent space T = {v: v_A = 0, sum v = 0}, and with P the orthogonal projector onto T,
+#
+#     (-P H P) dr = P (d grad_r f / d data) ddata,
+#
+# H the Hessian in r; -P H P is positive definite on T at a strict maximum. The derivative exists when the ascent
+# reached a KKT point, H is finite, -P H P is nonsingular and positive on T (not a saddle), and every active bound
+# pulls (a nonzero multiplier: strict complementarity; at a zero one the active set changes with the data and only
+# one-sided derivatives exist).
+
+
+def tangent_system(hessian: Array, free: Array) -> tuple[Array, Array, Array]:
+    """(P, S, scale): the projector P onto the tangent space of the free coordinates with sum zero, and
+    S = -P H P + scale (I - P), which is -H reduced to that space and `scale` (the reduced Hessian's norm)
+    times the identity off it, so S is invertible exactly when the reduced problem is."""
+    weight = free.astype(hessian.dtype)
+    projector = jnp.diag(weight) - jnp.outer(weight, weight) / jnp.maximum(jnp.sum(weight), 1.0)
+    reduced = -(projector @ hessian @ projector)
+    scale = jnp.maximum(jnp.linalg.norm(reduced), jnp.finfo(hessian.dtype).tiny)
+    return projector, reduced + scale * (jnp.eye(hessian.shape[0], dtype=hessian.dtype) - projector), scale
+
+
+def _mixture_parts(objective: Callable, r: Array, data: Any, lower: Array, upper: Array, rcond: float):
+    """At r: the projector P, the eigen-decomposition of the reduced system S (`tangent_system`), its flat
+    directions, and the status the point has as a maximum (convergence aside)."""
+    grad = jax.grad(objective)(r, data)
+    return _maximum_parts(r, grad, jax.hessian(objective)(r, data), lower, upper, rcond)
+
+
+def _maximum_parts(r: Array, grad: Array, hessian: Array, lower: Array, upper: Array, rcond: float):
+    finite = jnp.all(jnp.isfinite(hessian)) & jnp.all(jnp.isfinite(grad))
+    active = (r <= lower) | (r >= upper)
+    projector, system, scale = tangent_system(jnp.where(finite, hessian, 0.0), ~active)
+    eigenvalues, vectors = jnp.linalg.eigh(system)
+    flat = jnp.abs(eigenvalues) <= rcond * scale
+    negative = jnp.any(eigenvalues < -rcond * scale)
+    # The multiplier of each active bound: how hard the objective pulls the weight against it (>= 0 at a maximum).
+    n_free = jnp.sum(jnp.where(active, 0.0, 1.0))
+    simplex = jnp.sum(jnp.where(active, 0.0, grad)) / jnp.maximum(n_free, 1.0)
+    pull = jnp.where(r <= lower, simplex - grad, grad - simplex)
+    size = jnp.maximum(jnp.max(jnp.abs(grad)), jnp.finfo(r.dtype).tiny)
+    weak = active & (lower < upper) & (pull <= jnp.sqrt(jnp.finfo(r.dtype).eps) * size)
+    status = jnp.where(jnp.any(flat), DerivativeStatus.SINGULAR, DerivativeStatus.OK)
+    status = jnp.where((n_free > 0) & jnp.any(weak), DerivativeStatus.DEGENERATE, status)
+    status = jnp.where(negative, DerivativeStatus.INDEFINITE, status)
+    status = jnp.where(finite, status, DerivativeStatus.NONFINITE)
+    return projector, eigenvalues, vectors, flat, status
+
+
+def _prepare_mixture(objective, r, data, converged, lower, upper) -> tuple[Any, Array, Any, Array, Array, Array]:
+    r = jax.lax.stop_gradient(jnp.asarray(r))
+    if r.ndim != 1 or not jnp.issubdtype(r.dtype, jnp.floating):
+        raise ValueError(f"`r` must be one mixture, a floating vector [n]; got shape {r.shape}")
+    bounds = []
+    for name, bound in (("lower", lower), ("upper", upper)):
+        bound = jnp.broadcast_to(jnp.asarray(bound, r.dtype), r.shape)
+        bounds.append(jax.lax.stop_gradient(bound))
+    converged = jnp.asarray(converged)
+    if converged.shape != () or converged.dtype != jnp.bool_:
+        raise ValueError(f"`converged` must be a scalar boolean; got shape {converged.shape}, dtype {converged.dtype}")
+    closed, consts = jax.closure_convert(objective, r, data)
+    return _unpacked(closed), r, (data, tuple(consts)), jax.lax.stop_gradient(converged), *bounds
+
+
+def implicit_mixture(
+    objective: Callable[[Array, Any], Array],
+    r: Float[Array, " n"],
+    data: Any,
+    *,
+    lower: ArrayLike = 0.0,
+    upper: ArrayLike = 1.0,
+    converged: ArrayLike = True,
+    rcond: float | None = None,
+) -> Float[Array, " n"]:
+    """`r` (a maximizer of `objective(., data)` on {lower <= r <= upper, sum r = 1}), whose derivatives with
+    respect to `data` are those of its KKT conditions, the active bounds held.
+
+    **Arguments**:
+    - `objective`: `objective(r, data) -> scalar`, twice differentiable in `r` and differentiable in `data`;
+      traced values it closes over are differentiated like `data`.
+    - `r`: the maximizer [n], with its active weights exactly at their bounds (as `project_capped_simplex`
+      leaves them). Its own derivative (through the ascent) is discarded.
+    - `data`: a pytree of arrays the maximizer depends on (e.g. a `Pipeline`'s laws).
+    - `lower`, `upper`: the bounds [n] (held fixed); `converged`: whether the ascent reached a KKT point (False
+      makes every derivative NaN); `rcond`: relative eigenvalue below which a direction is flat.
+
+    **Returns**: `r`, with `dr = (-P H P)^+ P d(grad_r objective)/d(data) ddata` (zero on the active weights,
+    summing to zero), NaN where the derivative does not exist (see `maximum_derivative_status`).
+    """
+    closed, r, data_all, converged, lower, upper = _prepare_mixture(objective, r, data, converged, lower, upper)
+    rcond = default_rcond(r.dtype) if rcond is None else float(rcond)
+    return _at_maximum(closed, rcond, r, data_all, converged, lower, upper)
+
+
+def maximum_derivative_status(
+    objective: Callable[[Array, Any], Array],
+    r: Float[Array, " n"],
+    data: Any,
+    *,
+    lower: ArrayLike = 0.0,
+    upper: ArrayLike = 1.0,
+    converged: ArrayLike = True,
+    rcond: float | None = None,
+) -> Array:
+    """Whether `implicit_mixture` has a derivative at `r`: a `DerivativeStatus` code (NOT_CONVERGED, NONFINITE,
+    INDEFINITE: not a maximum on the tangent space, SINGULAR: the objective is flat along a direction of the
+    simplex, DEGENERATE: an active bound with a zero multiplier). Arguments as `implicit_mixture`'s."""
+    closed, r, data_all, converged, lower, upper = _prepare_mixture(objective, r, data, converged, lower, upper)
+    rcond = default_rcond(r.dtype) if rcond is None else float(rcond)
+    status = _mixture_parts(closed, r, data_all, lower, upper, rcond)[-1]
+    return jnp.where(converged, status, DerivativeStatus.NOT_CONVERGED)
+
+
+def value_at_maximum(
+    objective: Callable[[Array, Any], Array], r: Float[Array, " n"], data: Any, *, converged: ArrayLike = True
+) -> Array:
+    """`objective(r, data)` at a maximizer r, differentiated by the envelope theorem: d value = the partial
+    derivative in `data` at r (r's own change does not count to first order at a KKT point, so this exists even
+    where r's derivative does not). NaN derivatives when `converged` is False."""
+    closed, r, data_all, converged, *_ = _prepare_mixture(objective, r, data, converged, 0.0, 1.0)
+    return _envelope(closed, r, data_all, converged)
+
+
+def _nan_unless(ok: Array, tangent: Array) -> Array:
+    """`tangent`, or NaN where `ok` is False; transposes to the same (a zero cotangent stays zero: a start that
+    nothing queried cannot turn a gradient NaN)."""
+
+    def solve(_matvec: Callable, b: Array) -> Array:
+        return jnp.where(ok, b, jnp.nan)
+
+    def transpose_solve(_matvec: Callable, c: Array) -> Array:
+        return jnp.where(ok, c, jnp.where(jnp.all(c == 0), 0.0, jnp.nan))
+
+    return jax.lax.custom_linear_solve(lambda v: v, tangent, solve, transpose_solve)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _envelope(objective, r, data, converged):
+    return objective(r, data)
+
+
+@_envelope.defjvp
+def _envelope_jvp(objective, primals, tangents):
+    r, data, converged = primals
+    _, data_dot, _ = tangents
+    value, value_dot = jax.jvp(lambda d: objective(r, d), (data,), (data_dot,))
+    return value, _nan_unless(converged, value_dot)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _at_maximum(objective, rcond, r, data, converged, lower, upper):
+    del objective, rcond, data, converged, lower, upper
+    return r
+
+
+@_at_maximum.defjvp
+def _at_maximum_jvp(objective, rcond, primals, tangents):
+    r, data, converged, lower, upper = primals
+    _, data_dot, *_ = tangents
+    projector, eigenvalues, vectors, flat, status = _mixture_parts(objective, r, data, lower, upper, rcond)
+    ok = converged & (status == DerivativeStatus.OK)
+    inverse = jnp.where(flat, 0.0, 1.0 / jnp.where(flat, 1.0, eigenvalues))
+
+    def solve(_matvec: Callable, b: Array) -> Array:
+        return jnp.where(ok, vectors @ (inverse * (vectors.T @ b)), jnp.nan)
+
+    def transpose_solve(_matvec: Callable, c: Array) -> Array:
+        return jnp.where(ok, vectors @ (inverse * (vectors.T @ c)), jnp.where(jnp.all(c == 0), 0.0, jnp.nan))
+
+    def matvec(v: Array) -> Array:
+        return vectors @ (eigenvalues * (vectors.T @ v))
+
+    _, moved = jax.jvp(lambda d: jax.grad(objective)(r, d), (data,), (data_dot,))
+    return r, projector @ jax.lax.custom_linear_solve(matvec, projector @ moved, solve, transpose_solve)
