@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
@@ -20,6 +21,9 @@ from camel_jax import _demo as demo  # noqa: E402
 from camel_jax import cli, plot  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+# every test here reads the session's one quick demo (conftest.py): `make test` runs with `--dist loadgroup`, so
+# the demo runs on one worker, once, with test_experience.py's demo test
+pytestmark = pytest.mark.xdist_group("demo")
 
 
 def band_problems(fig, runs_at_size, width_factor=3.0, min_inside=0.8):

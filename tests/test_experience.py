@@ -327,6 +327,7 @@ def test_every_plot_renders_a_nontrivial_png(tmp_path):
         assert rendered(fig, tmp_path / f"{name}.png"), name
 
 
+@pytest.mark.xdist_group("demo")  # the worker that runs test_demo_figures.py and its one quick demo
 def test_demo_runs_offline_and_beats_the_reference(demo_quick):
     tmp_path, numbers = demo_quick  # conftest.py: one quick demo per session, shared with test_demo_figures.py
     scores = numbers["scores"]  # each mixture scored by the simulator's true objective: exact, no noise
