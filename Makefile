@@ -15,7 +15,7 @@ demo: $(BIN)/camel-jax
 	$(BIN)/camel-jax demo
 
 test: $(BIN)/camel-jax typecheck docs
-	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load --durations=15
 
 test-all: $(BIN)/camel-jax
 	$(BIN)/python -m pytest -q
