@@ -59,7 +59,7 @@ for name, weights in objectives.items():
         weights,
         law=law,
         key=jax.random.key(4),
-        n_resamples=30 if QUICK else 200,
+        n_resamples=8 if QUICK else 200,  # CI: the checks below read the point pipeline; the band is shown only
         strata=np.asarray(data.size),
     )
     point = cj.optimal_mixture(fitted.pipeline, 5, key=jax.random.key(0), model_size=20.0, **region)

@@ -26,9 +26,30 @@ def _release_compiled_programs():
     jax.clear_caches()
 
 
+# The quick demo's tests, all in one module: under xdist they form one unit of work (below), so the demo runs once.
+DEMO_TESTS = "tests/test_demo_figures.py::"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N --dist load`, except that test_demo_figures.py's tests go to one worker together: each worker that ran
+    one of them would run the quick demo (a minute or two of compiling) for itself. Other modes are xdist's own.
+    (xdist's own `--dist loadgroup` does not group under pytest 9: it renames items through an attribute pytest 9
+    no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DemoOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return DEMO_TESTS if nodeid.startswith(DEMO_TESTS) else nodeid
+
+    return DemoOnOneWorker(config, log)
+
+
 @pytest.fixture(scope="session")
 def demo_quick(tmp_path_factory):
-    """`camel-jax demo --quick`, run once per session: (its output folder, the numbers it returns)."""
+    """`camel-jax demo --quick`, run once per session (test_demo_figures.py): (its output folder, the numbers it
+    returns)."""
     from camel_jax._demo import run_demo
 
     out = tmp_path_factory.mktemp("demo")
