@@ -8,6 +8,9 @@ Prints figures and ratios measured in the same run; asserts nothing. Sections:
    process); scipy with a JAX gradient over a random 150 of the grid points, scaled to the full grid.
 4. Convergence per law with default options: converged share, the best start's status, its objective gap to a
    20,000-step reference, and the parameters the data leave free.
+5. Time to convergence per law: camel-jax's converged share and seconds per start against scipy L-BFGS-B run to
+   convergence (the same gradient tolerance, ftol 1e-15, 20,000 iterations) from the same starts, with the best
+   objective each reaches and the speed ratio.
 
 Usage: python benchmarks/bench_fit.py [--quick]
 """
@@ -31,6 +34,7 @@ jax.config.update("jax_enable_x64", True)
 import camel_jax as cj  # noqa: E402
 from camel_jax.experiments import _simulate  # noqa: E402
 from camel_jax.experiments._design import perturbed_mixtures  # noqa: E402
+from camel_jax.fitting._fit import random_starts  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
@@ -204,6 +208,9 @@ def convergence_cases():
         "CAMEL free k=3": (cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3), data.inputs, data.y),
         "SODMAdditive": (cj.SODMAdditive.sample_init(jax.random.key(0), **sodm), data.inputs, data.y),
         "SODMJoint": (cj.SODMJoint.sample_init(jax.random.key(0), **sodm), data.inputs, data.y),
+        "CAMELData tied k=3": (
+            cj.CAMELData.sample_init(jax.random.key(0), n_domains=3, tokens=False, **tied), data.inputs, data.y
+        ),
     }
     one_size = np.asarray(data.size) == 10.0
     dml = cj.DML.sample_init(jax.random.key(0), n_datasets=5, n_domains=1)
@@ -217,7 +224,11 @@ def convergence_cases():
         cases["Chinchilla (Epoch)"] = (cj.Chinchilla.sample_init(jax.random.key(0)), inputs, df["loss"].to_numpy())
     except FileNotFoundError:
         pass
-    return cases
+    return {name: case for name, case in cases.items() if any(part in name for part in LAWS)}
+
+
+# which convergence cases to run (--law): substrings of their names
+LAWS: list[str] = [""]
 
 
 def section_convergence(quick: bool) -> None:
@@ -241,17 +252,82 @@ def section_convergence(quick: bool) -> None:
         )
 
 
+def scipy_to_convergence(template, inputs, y, starts, tol):
+    """scipy L-BFGS-B (jitted JAX value and gradient) from each start, run to convergence: projected-gradient
+    inf-norm <= `tol` (the same absolute bound camel-jax uses) or no further relative decrease at machine precision,
+    at most 20,000 iterations. Returns (seconds, objectives, converged flags)."""
+    import equinox as eqx
+    from scipy.optimize import minimize
+
+    params, static = eqx.partition(starts, eqx.is_array)
+    _, unravel = jax.flatten_util.ravel_pytree(jax.tree.map(lambda a: a[0], params))
+    flat = np.asarray(jax.vmap(lambda p: jax.flatten_util.ravel_pytree(p)[0])(params))
+    arrays = tuple(jnp.asarray(x) for x in inputs)
+    w = jnp.ones_like(jnp.asarray(y))
+
+    @jax.jit
+    def value_and_grad(x):
+        return jax.value_and_grad(lambda z: cj.objective(eqx.combine(unravel(z), static), arrays, jnp.asarray(y), w))(x)
+
+    def fun(x):
+        v, g = value_and_grad(jnp.asarray(x))
+        return float(v), np.asarray(g, dtype=float)
+
+    fun(flat[0])  # compile outside the timing
+    objectives, converged = [], []
+    t0 = time.perf_counter()
+    for x0 in flat:
+        res = minimize(fun, x0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": 20_000, "maxfun": 40_000, "gtol": tol, "ftol": 1e-15})  # fmt: skip
+        value, grad = fun(res.x)
+        objectives.append(value)
+        converged.append(bool(np.max(np.abs(grad)) <= tol) or "REL_REDUCTION" in str(res.message))
+    return time.perf_counter() - t0, np.array(objectives), np.array(converged)
+
+
+def section_scipy(quick: bool) -> None:
+    """Per law: camel-jax's default fit (its converged share and wall time after compilation) against scipy's
+    L-BFGS-B run to convergence from the same starts; the best objective each reaches and the speed ratio (seconds
+    per start), measured in the same run."""
+    n_ours, n_scipy = 32, 4 if quick else 8
+    print(f"\n5. Time to convergence: camel-jax ({n_ours} default starts, after compilation) vs scipy L-BFGS-B to "
+          f"convergence from the first {n_scipy} of the same starts")  # fmt: skip
+    print(f"   {'law':22s} {'ours conv':>9s} {'s/start':>8s} {'best obj':>13s} | {'scipy conv':>10s} {'s/start':>8s} "
+          f"{'best obj':>13s} | {'speed':>6s}")  # fmt: skip
+    for name, (law, inputs, y) in convergence_cases().items():
+        template = cj.data_template(law, inputs, y)
+        starts = random_starts(template, jax.random.key(1), n_ours)
+        kwargs = dict(key=jax.random.key(1), inits=starts)
+        jax.block_until_ready(cj.fit(template, inputs, y, **kwargs).objective)  # compile
+        t0 = time.perf_counter()
+        result = cj.fit(template, inputs, y, **kwargs)
+        jax.block_until_ready(result.objective)
+        ours = (time.perf_counter() - t0) / n_ours
+        tol = float(cj.FitOptions().gradient_tolerance(result.weights, result.y))
+        sub = jax.tree.map(lambda a: a[:n_scipy], starts)
+        seconds, objectives, converged = scipy_to_convergence(template, inputs, y, sub, tol)
+        theirs = seconds / n_scipy
+        ours_sub = np.asarray(result.objectives)[:n_scipy]
+        print(f"   {name:22s} {np.mean(np.asarray(result.converged)):9.0%} {ours:8.3f} {np.min(ours_sub):13.6e} | "
+              f"{np.mean(converged):10.0%} {theirs:8.3f} {np.nanmin(objectives):13.6e} | {theirs / ours:5.1f}x",
+              flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["camel", "bootstrap", "epoch", "convergence"])
+    parser.add_argument("--only", choices=["camel", "bootstrap", "epoch", "convergence", "scipy"])
+    parser.add_argument("--law", action="append", help="run only the convergence cases whose name contains this")
     args = parser.parse_args()
+    if args.law:
+        LAWS[:] = args.law
     print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}, {os.cpu_count()} CPU cores")
     sections = {
         "camel": section_camel,
         "bootstrap": section_bootstrap,
         "epoch": section_epoch,
         "convergence": section_convergence,
+        "scipy": section_scipy,
     }
     for name, section in sections.items():
         if args.only in (None, name):

@@ -151,6 +151,19 @@ def tied_alpha_np(beta: np.ndarray, c: float) -> np.ndarray:
     return a / (1.0 + a)
 
 
+def dml_representative(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The representative of DML's parameters that `DML.params()` reports (S = 1, rows of t summing to 0, equal
+    C_i), computed from the formula: on the simplex S_i K_i exp(t_i . r) = S_i K_i exp(mean t_i) exp(tc_i . r)."""
+    mean = p["t"].mean(axis=1)
+    k = len(p["S"])
+    return {
+        "t": p["t"] - mean[:, None],
+        "S": np.ones(k),
+        "C": np.full(k, np.sum(p["S"] * p["C"]) / k),
+        "K": p["S"] * p["K"] * np.exp(mean),
+    }
+
+
 @dataclass
 class Case:
     """One law built by `from_params(**given, **structure)`, its inputs and its NumPy reference.
@@ -176,6 +189,8 @@ class Case:
     def derived(self, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.name == "CAMEL_tied":
             return {"alpha": tied_alpha_np(given["beta"], 3.0)}
+        if self.name == "DML":
+            return dml_representative(given)
         if self.name == "CAMELData_tied_shared":
             alpha = tied_alpha_np(given["beta"], 3.0)
             return {"alpha": alpha, "gamma": alpha}
@@ -245,7 +260,8 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
         given = dict(
             E=1.5, A=300.0, alpha=0.3, B=2000.0, beta=0.35, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n)
         )
-        return case(cj.SODMAdditive, given, {}, (r, N, D), np_sodm_additive)
+        structure = dict(size_scale=1e8, tokens_scale=1e10)  # the units a fit sets (terms of the loss's order)
+        return case(cj.SODMAdditive, given, structure, (r, N, D), np_sodm_additive)
     if name == "SODMAdditive_notokens":
         given = dict(E=1.5, A=300.0, alpha=0.3, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n))
         return case(cj.SODMAdditive, given, dict(size_scale=1e8), (r, N), np_sodm_additive)

@@ -1,6 +1,8 @@
 """Fits that finish (issue 29): the default problem of tied CAMEL on the paper's 66-run design converges in every
 start to its first-order conditions, the same data give the same answer, and the units of loss and size do not
-matter. Convergence of the other laws is measured, not asserted, by `benchmarks/bench_fit.py --only convergence`."""
+matter; files of earlier formats load as the same function; the other shipped laws' default problems converge
+(Chinchilla on Epoch's data) or are measured, strict-xfail and slow, where they do not yet reach 90%.
+`benchmarks/bench_fit.py --only convergence` and `benchmarks/study_convergence.py` print the figures."""
 
 import warnings
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+import shared_data
 from helpers import known_tied_camel
 
 import camel_jax as cj
@@ -122,3 +125,82 @@ def test_a_format_1_file_loads_as_the_same_function():
     expected = np.load(DATA / "format1_camel_pred.npy")
     np.testing.assert_allclose(result.predict(inputs[:, :3], inputs[:, 3]), expected, rtol=1e-12)
     assert isinstance(result.law, cj.CAMEL) and result.laws.t.shape == (4, 2, 3)
+
+
+@pytest.mark.parametrize("name", ["SODMAdditive", "SODMJoint", "DML", "Chinchilla"])
+def test_a_format_2_file_loads_as_the_same_function(name, tmp_path):
+    """Files written by the format-2 code (log coordinates of SODM, DML and Chinchilla; tests/data, written once by
+    the main branch's code) load converted to today's coordinates: every start is the same function."""
+    result = cj.load(DATA / f"format2_{name.lower()}_fit.npz")
+    expected = np.load(DATA / "format2_expected.npz")
+    inputs = {"DML": ("r",), "Chinchilla": ("N", "D")}.get(name, ("r", "N", "D"))
+    args = tuple(expected[k] for k in inputs)
+    assert type(result.law) is getattr(cj, name)
+    np.testing.assert_allclose(jax.vmap(lambda law: law(*args))(result.laws), expected[name], rtol=1e-11)
+    again = cj.load(cj.save(result, tmp_path / "again.npz"))  # and saves in today's format
+    np.testing.assert_allclose(again.predict(*args), result.predict(*args), rtol=1e-14)
+
+
+# --- the other shipped laws' default problems (issue 29): converged share of 32 default starts -----------------
+
+
+def _design_arrays():
+    world = _simulate.default_world(jax.random.key(0))
+    runs = world.runs(perturbed_mixtures(REFERENCE), SIZES, noise=0.003, key=jax.random.key(1))
+    data = world.mixture_data(runs, "loss_val0")
+    return np.asarray(data.r), np.asarray(data.size), np.asarray(data.y)
+
+
+def _problem(name):
+    """(law template, inputs, targets) of one default problem; skips when its external data are absent."""
+    key = jax.random.key(0)
+    if name == "Chinchilla (Epoch)":
+        df = shared_data.epoch_chinchilla()
+        return cj.Chinchilla.sample_init(key), (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
+    if name == "SODMAdditive (dmsl c4)":
+        df, mixture, _ = shared_data.dmsl_runs()
+        longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
+        train = longest[(longest["size"] < 2e9) & np.isfinite(longest["c4_loss"])]
+        law = cj.SODMAdditive.sample_init(key, n_datasets=len(mixture), tokens=False)
+        return law, (train[mixture].to_numpy(), train["size"].to_numpy()), train["c4_loss"].to_numpy()
+    r, M, y = _design_arrays()
+    if name == "DML k=1 (design at M=10)":
+        return cj.DML.sample_init(key, n_datasets=5, n_domains=1), (r[M == 10],), y[M == 10]
+    laws = {
+        "SODMAdditive (design)": cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False),
+        "SODMJoint (design)": cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False),
+        "CAMELData tied k=3 (design)": cj.CAMELData.sample_init(key, n_domains=3, tokens=False, **TIED),
+    }
+    return laws[name], (r, M), y
+
+
+def _converged_share(name):
+    law, inputs, y = _problem(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = cj.fit(law, inputs, y, key=jax.random.key(1), restarts=32)
+    return float(np.mean(np.isin(np.asarray(result.status), [cj.Status.CONVERGED, cj.Status.STALLED])))
+
+
+def test_default_starts_converge_on_epochs_chinchilla():
+    assert _converged_share("Chinchilla (Epoch)") >= 0.9
+
+
+# Measured, not yet at 90% (see benchmarks/study_convergence.py): strict, so that a fix is noticed
+NOT_YET = {
+    "SODMAdditive (design)": "a second degenerate limit (gamma -> 1, equal C, K -> infinity: a mixture term linear "
+    "in r and r log r) is not a regular point of SODM's coordinates",
+    "SODMJoint (design)": "SODMAdditive's mixture term, same limit",
+    "CAMELData tied k=3 (design)": "not measured to converge",
+    "DML k=1 (design at M=10)": "11 points at one size: the exponential's rate runs to infinity (amplitude -> 0)",
+    "SODMAdditive (dmsl c4)": "SODMAdditive's mixture term (41% of starts converge)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NOT_YET))
+def test_default_starts_converge_not_yet(name):
+    share = _converged_share(name)
+    if share < 0.9:
+        pytest.xfail(f"{share:.0%} of 32 starts converge: {NOT_YET[name]}")
+    pytest.fail(f"{name}: {share:.0%} of starts converge now; move it out of NOT_YET")

@@ -47,7 +47,8 @@ def test_params_round_trip(name):
 def _static_options(law):
     """The structural keywords from_params needs beyond the constrained values."""
     opts = {}
-    names = ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds")
+    names = ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds",
+             "loss_scale", "center")  # fmt: skip
     for name in names + ("shared_exponents",):
         if hasattr(law, name):
             opts[name] = getattr(law, name)
@@ -127,7 +128,7 @@ def test_batched_law_under_vmap_equals_a_loop_and_jit_works(name):
 def test_from_params_accepts_leading_batch_axes():
     grid = np.linspace(0.2, 0.5, 4)
     laws = cj.Chinchilla.from_params(A=400.0, B=400.0, E=1.7, alpha=grid, beta=grid[::-1])
-    assert laws.log_A.shape == (4,)
+    assert laws.E1.shape == (4,)
     N, D = jnp.array([1e8, 1e9]), jnp.array([1e10, 1e11])
     out = jax.vmap(lambda law: law(N, D))(laws)
     for i in range(4):
@@ -157,8 +158,61 @@ def test_size_scale_changes_conditioning_not_predictions():
     np.testing.assert_allclose(other(*inputs), base.law(*inputs), rtol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "name, units",
+    [
+        ("SODMAdditive", dict(loss_scale=1e-3, size_scale=1e9, tokens_scale=1e11)),
+        ("SODMAdditive_notokens", dict(loss_scale=1e3, size_scale=1e6)),
+        ("SODMJoint", dict(loss_scale=1e-3, size_scale=1e9, tokens_scale=1e11)),
+        ("DML", dict(loss_scale=1e2, center=(0.4, 0.3, 0.2, 0.1))),
+        ("Chinchilla", dict(loss_scale=1e-2, size_scale=1e9, tokens_scale=1e10)),
+    ],
+)
+def test_units_change_conditioning_not_predictions(name, units):
+    """The static units (loss, size, tokens, DML's mixture center) are coordinates only: the same paper's
+    parameters in other units are the same function and report the same parameters."""
+    case = make_case(name)
+    params = case.law.params()
+    other = type(case.law).from_params(**params, **units)
+    inputs = jnp_inputs(case.inputs)
+    np.testing.assert_allclose(other(*inputs), case.law(*inputs), rtol=1e-11)
+    for key, value in other.params().items():
+        np.testing.assert_allclose(value, params[key], rtol=1e-11, err_msg=key)
+
+
+def test_well_posed_limits_are_regular_points():
+    """Each law's limits are finite points of its coordinates with finite gradients: a term off (b = 0), a log law
+    in size (alpha = 0: SODMAdditive's E1 - b log(N / s_N)), a log law in the mixture (SODM's kappa = 0:
+    -sum_j p_j c_j log r_j), and DML's linear limit (kappa = 0: C1 + a . H^T (r - c))."""
+    case = make_case("SODMAdditive_notokens")
+    law, inputs = case.law, jnp_inputs(case.inputs)
+    r, N = case.inputs
+    limit = eqx.tree_at(lambda l: (l.raw_alpha, l.root_kappa), law, (jnp.zeros(()), jnp.zeros(())))
+    p, c = np.asarray(law.p_roots) ** 2, np.asarray(law.root_c) ** 2
+    p = p / p.sum()
+    expected = float(law.E1) - float(law.root_bA) ** 2 * np.log(N / 1e8) - np.log(r) @ (p * c)
+    np.testing.assert_allclose(limit(*inputs), expected, rtol=1e-12)
+    near = eqx.tree_at(lambda l: (l.raw_alpha, l.root_kappa), law, (jnp.full((), 1e-6), jnp.full((), 1e-6)))
+    np.testing.assert_allclose(near(*inputs), expected, rtol=1e-9)
+    dml = make_case("DML")
+    (r,) = dml.inputs
+    linear = eqx.tree_at(lambda l: l.root_kappa, dml.law, jnp.zeros(3))
+    H = np.linalg.qr(np.eye(4) - 0.25)[0][:, :3]  # any orthonormal basis of the directions on the simplex
+    a_full = np.asarray(dml.law.a) @ cj.laws._terms.helmert(4).T  # [k, n]: the slopes in r
+    np.testing.assert_allclose(H @ H.T @ a_full.T, a_full.T, atol=1e-12)
+    np.testing.assert_allclose(linear(jnp.asarray(r)), float(dml.law.C1) + (r - 0.25) @ a_full.sum(axis=0),
+                               rtol=1e-12)  # fmt: skip
+    for limit_law, limit_inputs in ((limit, inputs), (linear, (jnp.asarray(r),))):
+        grads = jax.grad(lambda l: jnp.sum(l(*limit_inputs)))(limit_law)
+        assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(grads))
+    off = eqx.tree_at(lambda l: l.root_c, law, jnp.zeros(4))  # no mixture effect: the term is zero
+    np.testing.assert_allclose(off(r, N) - off(r[::-1], N), 0.0, atol=1e-12)
+
+
 def test_chinchilla_is_exact_at_large_sizes():
-    law = cj.Chinchilla.from_params(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28)
+    # in the units a fit of such data sets (orders of magnitude of N and D), every term is of the loss's order
+    law = cj.Chinchilla.from_params(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28, size_scale=1e11,
+                                    tokens_scale=1e13)  # fmt: skip
     N, D = np.array([1e11, 1e12]), np.array([1e13, 1e14])
     np.testing.assert_allclose(
         law(jnp.asarray(N), jnp.asarray(D)), 1.69 + 406.4 / N**0.34 + 410.7 / D**0.28, rtol=1e-14

@@ -33,13 +33,14 @@ from ..fitting._bootstrap import BootstrapResult
 from ..fitting._calibrate import Calibration, DecisionCalibration
 from ..fitting._fit import FitResult
 from ..laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
-from ..laws._legacy import FORMAT_1, upgrade
+from ..laws._legacy import legacy_layouts, upgrade
 from ..mixture._pipeline import Pipeline, PipelineFit
 
 # 2: CAMEL's and CAMELData's well-posed coordinates (issue 29; version-1 files are converted on load,
 # laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
-# version-1 files).
-FORMAT_VERSION = 2
+# version-1 files). 3: SODMAdditive's, SODMJoint's, DML's and Chinchilla's well-posed coordinates (version-1 and -2
+# files are converted on load).
+FORMAT_VERSION = 3
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -591,8 +592,8 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
             f"this camel-jax {__version__} reads up to version {FORMAT_VERSION}: upgrade camel-jax"
         )
     known = known_laws(laws)
-    if version < 2:  # laws whose stored layout changed are rebuilt as they were, then converted
-        known.update({name: cls for name, cls in FORMAT_1.items() if known.get(name) in _SHIPPED})
+    if version < FORMAT_VERSION:  # laws whose stored layout changed are rebuilt as they were, then converted
+        known.update({name: cls for name, cls in legacy_layouts(version).items() if known.get(name) in _SHIPPED})
     skeleton, picks = _skeleton(meta, path, known)
     treedef = jax.tree.structure(skeleton)
     n_leaves = len(jax.tree.leaves(skeleton))
@@ -602,7 +603,7 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     for name, pick in picks:
         _check_law(pick(stored), pick(skeleton), name, path)
     obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
-    if version < 2:
+    if version < FORMAT_VERSION:
         obj = upgrade(obj)
     _check_finite(obj, path)
     if isinstance(obj, FitResult):

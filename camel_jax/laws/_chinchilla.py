@@ -1,4 +1,4 @@
-"""The Chinchilla law of Hoffmann et al. (2022), evaluated in log space."""
+"""The Chinchilla law of Hoffmann et al. (2022), in well-posed coordinates."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import AbstractLaw, as_leaves, log_uniform, positive_inverse, positive_number
+from ._camel import data_scale
+from ._terms import power_term
 
 
 class Chinchilla(AbstractLaw):
@@ -18,45 +20,48 @@ class Chinchilla(AbstractLaw):
 
         L(N, D) = E + A / N^alpha + B / D^beta
 
-    evaluated as `exp(LSE(log A - alpha log N, log B - beta log D, log E))`, which stays exact for N ~ 1e11
-    (and is the form Epoch AI's replication fits). `A, B, E, alpha, beta` > 0. Reference: Hoffmann et al.
-    (2022), "Training Compute-Optimal Large Language Models", eq. (2); Besiroglu et al. (2024).
+    with `A, B, alpha, beta` > 0. Reference: Hoffmann et al. (2022), "Training Compute-Optimal Large Language
+    Models", eq. (2); Besiroglu et al. (2024).
 
-    `size_scale` and `tokens_scale` are static reference units: the law sees N / size_scale and
-    D / tokens_scale internally; `params()` reports A and B in the user's units.
+    **Parameterization** (see `SODMAdditive` and `CAMEL`): each power term is written less its value at the
+    reference point, L = s_L (E1 - b_A z_N exprel(-alpha z_N) - b_B z_D exprel(-beta z_D)) with z_N = log(N / s_N),
+    z_D = log(D / s_D), b_A = A alpha and b_B = B beta in units s_L at the reference, and E1 = E + A + B. The free
+    coordinates are E1 and the square roots of b_A, alpha, b_B, beta: a term off (b = 0) and the log-law limit
+    (alpha -> 0 with A alpha finite) are finite points. It is the same function as the paper's for every finite
+    parameter value; E may be any real number. `loss_scale` s_L, `size_scale` s_N and `tokens_scale` s_D are
+    static units, set from the data by `fit` (`with_data_scales`); in them every term is of the order of the loss,
+    so the sum loses no precision. `params()` reports A and B in the user's units.
 
     **Arguments** (`__call__`): `size` N [P], `tokens` D [P]. **Returns**: [P].
     """
 
-    log_A: Float[Array, "*batch"]
-    log_B: Float[Array, "*batch"]
-    log_E: Float[Array, "*batch"]
-    log_alpha: Float[Array, "*batch"]
-    log_beta: Float[Array, "*batch"]
+    UNITS = ("loss_scale", "size_scale", "tokens_scale")
+
+    E1: Float[Array, "*batch"]
+    root_bA: Float[Array, "*batch"]  # sqrt(A alpha)
+    raw_alpha: Float[Array, "*batch"]  # sqrt(alpha)
+    root_bB: Float[Array, "*batch"]  # sqrt(B beta)
+    raw_beta: Float[Array, "*batch"]  # sqrt(beta)
     size_scale: float = eqx.field(static=True, default=1.0)
     tokens_scale: float = eqx.field(static=True, default=1.0)
+    loss_scale: float = eqx.field(static=True, default=1.0)
 
     def log_loss(self, size: Float[Array, " P"], tokens: Float[Array, " P"]) -> Float[Array, " P"]:
-        """log L(N, D), computed without leaving log space."""
-        alpha, beta = jnp.exp(self.log_alpha), jnp.exp(self.log_beta)
-        terms = jnp.stack(
-            [
-                self.log_A - alpha * jnp.log(size / self.size_scale),
-                self.log_B - beta * jnp.log(tokens / self.tokens_scale),
-                jnp.broadcast_to(self.log_E, size.shape),
-            ]
-        )
-        return jax.nn.logsumexp(terms, axis=0)
+        """log L(N, D)."""
+        return jnp.log(self(size, tokens))
 
     def __call__(self, size: Float[Array, " P"], tokens: Float[Array, " P"]) -> Float[Array, " P"]:
-        return jnp.exp(self.log_loss(size, tokens))
+        size_term = power_term(self.root_bA**2, self.raw_alpha**2, jnp.log(size / self.size_scale))
+        tokens_term = power_term(self.root_bB**2, self.raw_beta**2, jnp.log(tokens / self.tokens_scale))
+        return self.loss_scale * (self.E1 + size_term + tokens_term)
 
     def params(self) -> dict[str, Array]:
-        alpha, beta = jnp.exp(self.log_alpha), jnp.exp(self.log_beta)
+        alpha, beta = self.raw_alpha**2, self.raw_beta**2
+        A, B = self.root_bA**2 / alpha, self.root_bB**2 / beta  # in loss_scale units at the reference
         return {
-            "A": jnp.exp(self.log_A + alpha * jnp.log(self.size_scale)),
-            "B": jnp.exp(self.log_B + beta * jnp.log(self.tokens_scale)),
-            "E": jnp.exp(self.log_E),
+            "A": self.loss_scale * A * jnp.exp(alpha * jnp.log(self.size_scale)),
+            "B": self.loss_scale * B * jnp.exp(beta * jnp.log(self.tokens_scale)),
+            "E": self.loss_scale * (self.E1 - A - B),
             "alpha": alpha,
             "beta": beta,
         }
@@ -72,36 +77,55 @@ class Chinchilla(AbstractLaw):
         beta: ArrayLike,
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
+        loss_scale: float = 1.0,
     ) -> Chinchilla:
+        """Build from the paper's values (A, B, alpha, beta > 0; E real)."""
         p = as_leaves(
             dict.fromkeys(("A", "B", "E", "alpha", "beta"), 0), {"A": A, "B": B, "E": E, "alpha": alpha, "beta": beta}
         )
+        for name in ("A", "B", "alpha", "beta"):
+            positive_inverse(p[name], None, name)
+        s_L = positive_number(loss_scale, "loss_scale")
+        s_N, s_D = positive_number(size_scale, "size_scale"), positive_number(tokens_scale, "tokens_scale")
+        A_unit = p["A"] * jnp.exp(-p["alpha"] * np.log(s_N)) / s_L
+        B_unit = p["B"] * jnp.exp(-p["beta"] * np.log(s_D)) / s_L
         return cls(
-            log_A=positive_inverse(p["A"], None, "A") - p["alpha"] * jnp.log(size_scale),
-            log_B=positive_inverse(p["B"], None, "B") - p["beta"] * jnp.log(tokens_scale),
-            log_E=positive_inverse(p["E"], None, "E"),
-            log_alpha=positive_inverse(p["alpha"], None, "alpha"),
-            log_beta=positive_inverse(p["beta"], None, "beta"),
-            size_scale=positive_number(size_scale, "size_scale"),
-            tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+            E1=p["E"] / s_L + A_unit + B_unit,
+            root_bA=jnp.sqrt(A_unit * p["alpha"]),
+            raw_alpha=jnp.sqrt(p["alpha"]),
+            root_bB=jnp.sqrt(B_unit * p["beta"]),
+            raw_beta=jnp.sqrt(p["beta"]),
+            size_scale=s_N,
+            tokens_scale=s_D,
+            loss_scale=s_L,
         )
 
     @classmethod
-    def sample_init(cls, key: Array, *, size_scale: float = 1.0, tokens_scale: float = 1.0) -> Chinchilla:
-        """A random start: log A, log B in [0, 25] (raw units) shifted to the reference scales, E in [0.5, 5],
+    def sample_init(
+        cls, key: Array, *, size_scale: float = 1.0, tokens_scale: float = 1.0, loss_scale: float = 1.0
+    ) -> Chinchilla:
+        """A random start in the law's units: E in [0.5, 5], A and B in [0.05, 2] at the reference sizes,
         exponents in [0.05, 2] (Hoffmann's grid ranges)."""
         k_A, k_B, k_E, k_a, k_b = jax.random.split(key, 5)
-        log_alpha = log_uniform(k_a, (), 0.05, 2.0)
-        log_beta = log_uniform(k_b, (), 0.05, 2.0)
+        alpha = jnp.exp(log_uniform(k_a, (), 0.05, 2.0))
+        beta = jnp.exp(log_uniform(k_b, (), 0.05, 2.0))
+        A = jnp.exp(log_uniform(k_A, (), 0.05, 2.0))
+        B = jnp.exp(log_uniform(k_B, (), 0.05, 2.0))
         return cls(
-            log_A=jax.random.uniform(k_A, (), maxval=25.0) - jnp.exp(log_alpha) * jnp.log(size_scale),
-            log_B=jax.random.uniform(k_B, (), maxval=25.0) - jnp.exp(log_beta) * jnp.log(tokens_scale),
-            log_E=log_uniform(k_E, (), 0.5, 5.0),
-            log_alpha=log_alpha,
-            log_beta=log_beta,
+            E1=jnp.exp(log_uniform(k_E, (), 0.5, 5.0)) + A + B,
+            root_bA=jnp.sqrt(A * alpha),
+            raw_alpha=jnp.sqrt(alpha),
+            root_bB=jnp.sqrt(B * beta),
+            raw_beta=jnp.sqrt(beta),
             size_scale=positive_number(size_scale, "size_scale"),
             tokens_scale=positive_number(tokens_scale, "tokens_scale"),
+            loss_scale=positive_number(loss_scale, "loss_scale"),
         )
+
+    def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
+        """The units of a fit (see `AbstractLaw.with_data_scales`): orders of magnitude of the targets, the sizes
+        and the tokens."""
+        return {"loss_scale": data_scale(y), "size_scale": data_scale(inputs[0]), "tokens_scale": data_scale(inputs[1])}
 
     @classmethod
     def hoffmann_grid(cls, *, size_scale: float = 1.0, tokens_scale: float = 1.0) -> Chinchilla:
@@ -128,4 +152,4 @@ class Chinchilla(AbstractLaw):
         return 0, 3
 
     def structure(self) -> dict[str, Any]:
-        return {"size_scale": self.size_scale, "tokens_scale": self.tokens_scale}
+        return {"size_scale": self.size_scale, "tokens_scale": self.tokens_scale, "loss_scale": self.loss_scale}

@@ -1,9 +1,10 @@
-"""Laws as files of format version 1 stored them, read only to convert them to today's parameterization.
+"""Laws as files of format versions 1 and 2 stored them, read only to convert them to today's parameterization.
 
 Format 1 stored CAMEL's free coordinates as softmax logits of the profiles, log K (in units of `size_scale`),
 log or bounded exponents and C. Format 2 stores the well-posed coordinates of `CAMEL` (see its docstring); a
 version-1 file's CAMEL is rebuilt here with the old layout and converted by `from_params`, so old files load as the
-same function.
+same function. Format 3 does the same for SODMAdditive, SODMJoint, DML and Chinchilla (their format-1 and
+format-2 layouts were the same: logs of the paper's positive parameters).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from jaxtyping import Array
 from ._base import positive
 from ._camel import CAMEL, tied_alpha
 from ._camel_data import CAMELData
+from ._chinchilla import Chinchilla
+from ._dml import DML
+from ._sodm_additive import SODMAdditive
+from ._sodm_joint import SODMJoint
 
 
 class LegacyCAMEL(eqx.Module):
@@ -161,9 +166,150 @@ class LegacyCAMELData(eqx.Module):
 FORMAT_1: dict[str, type] = {"CAMEL": LegacyCAMEL, "CAMELData": LegacyCAMELData}
 
 
+
+# --- format 2: SODMAdditive, SODMJoint, DML and Chinchilla as log coordinates (format 3 stores the well-posed ones)
+
+
+def _exp(x: Array | None) -> Array:
+    assert x is not None
+    return jnp.exp(x)
+
+
+class LegacySODMAdditive(eqx.Module):
+    """SODMAdditive's layout up to format 2: logs of E, A, alpha, B, beta, C, gamma (A, B in units of the scales)."""
+
+    log_E: Array
+    log_A: Array
+    log_alpha: Array
+    log_B: Array | None
+    log_beta: Array | None
+    log_C: Array
+    log_gamma: Array
+    tokens: bool = eqx.field(static=True, default=True)
+    size_scale: float = eqx.field(static=True, default=1.0)
+    tokens_scale: float = eqx.field(static=True, default=1.0)
+
+    @classmethod
+    def sample_init(cls, key: Array, *, n_datasets: int, tokens: bool = True, size_scale: float = 1.0,
+                    tokens_scale: float = 1.0) -> LegacySODMAdditive:  # fmt: skip
+        """The old skeleton (shapes only matter: `load` fills the leaves)."""
+        zero, zeros = jnp.zeros(()), jnp.zeros((n_datasets,))
+        return cls(zero, zero, zero, zero if tokens else None, zero if tokens else None, zeros, zeros,
+                   bool(tokens), float(size_scale), float(tokens_scale))  # fmt: skip
+
+    def to_current(self) -> SODMAdditive:
+        alpha = jnp.exp(self.log_alpha)
+        tokens: dict[str, Any] = {}
+        if self.tokens:
+            beta = _exp(self.log_beta)
+            tokens = {"B": _exp(self.log_B) * jnp.exp(beta * jnp.log(self.tokens_scale)), "beta": beta}
+        return SODMAdditive.from_params(
+            E=jnp.exp(self.log_E), A=jnp.exp(self.log_A + alpha * jnp.log(self.size_scale)), alpha=alpha,
+            C=jnp.exp(self.log_C), gamma=jnp.exp(self.log_gamma), size_scale=self.size_scale,
+            tokens_scale=self.tokens_scale, **tokens,
+        )  # fmt: skip
+
+
+class LegacySODMJoint(eqx.Module):
+    """SODMJoint's layout up to format 2: logs of every coefficient and exponent (CA, CB in units of the scales)."""
+
+    log_E: Array
+    log_C: Array
+    log_gamma: Array
+    log_CA: Array
+    log_gammaA: Array
+    log_alpha: Array
+    log_CB: Array | None
+    log_gammaB: Array | None
+    log_beta: Array | None
+    tokens: bool = eqx.field(static=True, default=True)
+    size_scale: float = eqx.field(static=True, default=1.0)
+    tokens_scale: float = eqx.field(static=True, default=1.0)
+
+    @classmethod
+    def sample_init(cls, key: Array, *, n_datasets: int, tokens: bool = True, size_scale: float = 1.0,
+                    tokens_scale: float = 1.0) -> LegacySODMJoint:  # fmt: skip
+        """The old skeleton."""
+        zero, zeros = jnp.zeros(()), jnp.zeros((n_datasets,))
+        return cls(zero, zeros, zeros, zeros, zero, zero, zeros if tokens else None, zero if tokens else None,
+                   zero if tokens else None, bool(tokens), float(size_scale), float(tokens_scale))  # fmt: skip
+
+    def to_current(self) -> SODMJoint:
+        alpha, gammaA = jnp.exp(self.log_alpha), jnp.exp(self.log_gammaA)
+        tokens: dict[str, Any] = {}
+        if self.tokens:
+            beta, gammaB = _exp(self.log_beta), _exp(self.log_gammaB)
+            CB = _exp(self.log_CB) * jnp.exp(beta / gammaB * jnp.log(self.tokens_scale))[..., None]
+            tokens = {"CB": CB, "gammaB": gammaB, "beta": beta}
+        return SODMJoint.from_params(
+            E=jnp.exp(self.log_E), C=jnp.exp(self.log_C), gamma=jnp.exp(self.log_gamma),
+            CA=jnp.exp(self.log_CA) * jnp.exp(alpha / gammaA * jnp.log(self.size_scale))[..., None], gammaA=gammaA,
+            alpha=alpha, size_scale=self.size_scale, tokens_scale=self.tokens_scale, **tokens,
+        )  # fmt: skip
+
+
+class LegacyDML(eqx.Module):
+    """DML's layout up to format 2: t, log S, C, log K (over-parameterized)."""
+
+    t: Array
+    log_S: Array
+    C: Array
+    log_K: Array
+
+    @classmethod
+    def sample_init(cls, key: Array, *, n_datasets: int, n_domains: int) -> LegacyDML:
+        """The old skeleton."""
+        zeros = jnp.zeros((n_domains,))
+        return cls(jnp.zeros((n_domains, n_datasets)), zeros, zeros, zeros)
+
+    def to_current(self) -> DML:
+        return DML.from_params(t=self.t, S=jnp.exp(self.log_S), C=self.C, K=jnp.exp(self.log_K))
+
+
+class LegacyChinchilla(eqx.Module):
+    """Chinchilla's layout up to format 2: logs of A, B (in units of the scales), E, alpha, beta."""
+
+    log_A: Array
+    log_B: Array
+    log_E: Array
+    log_alpha: Array
+    log_beta: Array
+    size_scale: float = eqx.field(static=True, default=1.0)
+    tokens_scale: float = eqx.field(static=True, default=1.0)
+
+    @classmethod
+    def sample_init(cls, key: Array, *, size_scale: float = 1.0, tokens_scale: float = 1.0) -> LegacyChinchilla:
+        """The old skeleton."""
+        zero = jnp.zeros(())
+        return cls(zero, zero, zero, zero, zero, float(size_scale), float(tokens_scale))
+
+    def to_current(self) -> Chinchilla:
+        alpha, beta = jnp.exp(self.log_alpha), jnp.exp(self.log_beta)
+        return Chinchilla.from_params(
+            A=jnp.exp(self.log_A + alpha * jnp.log(self.size_scale)),
+            B=jnp.exp(self.log_B + beta * jnp.log(self.tokens_scale)),
+            E=jnp.exp(self.log_E), alpha=alpha, beta=beta, size_scale=self.size_scale,
+            tokens_scale=self.tokens_scale,
+        )  # fmt: skip
+
+
+# The classes a format-2 file names whose layout changed in format 3.
+FORMAT_2: dict[str, type] = {
+    "SODMAdditive": LegacySODMAdditive,
+    "SODMJoint": LegacySODMJoint,
+    "DML": LegacyDML,
+    "Chinchilla": LegacyChinchilla,
+}
+_LEGACY = (LegacyCAMEL, LegacyCAMELData, LegacySODMAdditive, LegacySODMJoint, LegacyDML, LegacyChinchilla)
+
+
+def legacy_layouts(version: int) -> dict[str, type]:
+    """The old layouts of the laws a file of `version` stores, by the name the file uses."""
+    return (FORMAT_1 if version < 2 else {}) | (FORMAT_2 if version < 3 else {})
+
+
 def upgrade(obj: Any) -> Any:
-    """`obj` with every format-1 law converted to today's class."""
-    legacy = (LegacyCAMEL, LegacyCAMELData)
+    """`obj` with every law stored in an old layout converted to today's class."""
     return jax.tree.map(
-        lambda x: x.to_current() if isinstance(x, legacy) else x, obj, is_leaf=lambda x: isinstance(x, legacy)
+        lambda x: x.to_current() if isinstance(x, _LEGACY) else x, obj, is_leaf=lambda x: isinstance(x, _LEGACY)
     )
