@@ -37,8 +37,14 @@ def runs_csv(tmp_path_factory):
 
 def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
     prefix = tmp_path / "fit"
-    argv = ["fit", str(runs_csv), "--law", "camel-tied", "--resamples", "20", "--restarts", "8", "--out", str(prefix)]
+    argv = ["fit", str(runs_csv), "--law", "camel-tied", "--resamples", "20", "--restarts", "8", "--out", str(prefix),
+            "--influence"]  # fmt: skip
     assert cli.main(argv) == 0
+    section = capsys.readouterr().out.split("which runs the ")
+    # the influence section: the runs ranked by how far leaving each out moves the prediction (or why it cannot)
+    assert len(section) == 2 or "influence of each run: not available" in section[0]
+    if len(section) == 2:
+        assert section[1].startswith("prediction[0] rests on") and "row " in section[1]
     out = json.loads((tmp_path / "fit.json").read_text())
     assert out["law"] == "CAMEL" and set(out["intervals_95"]) == {"t", "K", "alpha", "beta", "C"}
     assert (tmp_path / "fit.png").stat().st_size > 10_000 and (tmp_path / "fit.npz").exists()

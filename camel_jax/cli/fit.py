@@ -37,6 +37,8 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--resamples", type=int, default=200, help="bootstrap resamples for the intervals (0: none)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--out", default="camel-fit", help="output prefix (default camel-fit: .json, .npz, .png)")
+    fit.add_argument("--influence", action="store_true", help="also print which runs move the prediction at the "
+                     "largest trained size most (approximate leave-one-run-out, one Hessian, no refits)")  # fmt: skip
 
 
 def _law_template(args: argparse.Namespace, table: _Table):
@@ -177,6 +179,8 @@ def run(args: argparse.Namespace) -> None:
         }
     )
     _print_fit(out, boot)
+    if args.influence:
+        _print_influence(result, table)
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
 
 
@@ -324,3 +328,20 @@ def _token_path(law: Any, data: Any):
     slope = np.polyfit(log_size, log_tokens, 1)[0] if np.ptp(log_size) > 0 else 0.0
     intercept = float(np.mean(log_tokens - slope * log_size))
     return lambda r, size: law(r, size, jnp.exp(intercept + slope * jnp.log(size)))
+
+
+def _print_influence(result: Any, table: _Table) -> None:
+    """The influence section: the runs whose removal moves the prediction most, at the largest trained size and
+    the runs' mean mixture (a law of the mixture) or at the largest size (a law of size alone)."""
+    from ..fitting._influence import influence
+    from ..mixture._pick_influence import influence_text
+
+    if np.ndim(result.y) != 1:
+        print("influence of each run: not computed for a fit of several targets")
+        return
+    inputs = [np.asarray(x) for x in result.inputs]
+    last = int(np.argmax(inputs[table.inputs_index(table.size)])) if table.size is not None else 0
+    at = tuple(x[last : last + 1] for x in inputs)
+    if table.mixture:
+        at = (np.mean(inputs[0], axis=0, keepdims=True), *at[1:])
+    print(influence_text(influence(result, at), runs=[f"row {i}" for i in range(len(result.y))]))
