@@ -65,6 +65,7 @@ from .mixture._decide import objective_draws as objective_draws
 from .mixture._next import NEXT_COLUMNS as NEXT_COLUMNS
 from .mixture._next import next_runs as next_runs
 from .mixture._next import variance_reduction as variance_reduction
+from .mixture._optimize import AscentOptions as AscentOptions
 from .mixture._optimize import MixtureResult as MixtureResult
 from .mixture._optimize import mixture_derivative_status as mixture_derivative_status
 from .mixture._optimize import optimal_mixture as optimal_mixture
@@ -143,6 +144,7 @@ __all__ = [
     "PROXY_OPTIONS",
     "optimal_mixture",
     "MixtureResult",
+    "AscentOptions",
     "mixture_derivative_status",
     "implicit_mixture",
     "pick_influence",

@@ -250,6 +250,9 @@ API_CASES = {
     "names of the wrong length": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names=["a", "b"]), ValueError, r"`names` needs 5 non-empty strings"),
     "names repeated": (lambda: cj.fit_arrays(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names=["a", "b", "a", "c", "d"]), ValueError, r"`names` repeats \['a'\]"),
     "names as one string": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names="abcde"), TypeError, "`names` must be a sequence of column names"),
+    "ascent as a dict": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, ascent={"adam_steps": 5}), TypeError, "`ascent` must be an AscentOptions"),
+    "ascent steps -1": (lambda: cj.AscentOptions(adam_steps=-1), ValueError, "AscentOptions.adam_steps"),
+    "ascent rate 0": (lambda: cj.AscentOptions(learning_rate=0.0), ValueError, "AscentOptions.learning_rate"),
     "inits of another structure": (
         lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2, inits=jax.tree.map(lambda a: a[None], cj.CAMEL.sample_init(jax.random.key(1), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0))),
         ValueError,
@@ -588,7 +591,7 @@ def camel_jax_save():
 def test_bounds_within_rounding_of_the_simplex_are_feasible():
     lower = np.array([0.5, 0.3, 0.2 + 1e-10])
     result = cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=lower, restarts=2,
-                                adam_steps=5, polish_steps=5)  # fmt: skip
+                                ascent=cj.AscentOptions(adam_steps=5, polish_steps=5))  # fmt: skip
     assert np.allclose(np.asarray(result.r), lower, atol=1e-9)
     with pytest.raises(ValueError, match="lower bounds sum to 1.0001"):
         cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[0.5, 0.3, 0.2001])

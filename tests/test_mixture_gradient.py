@@ -155,7 +155,7 @@ def test_no_derivative_is_nan_with_a_status():
     def quadratic(c):
         return lambda r: -jnp.sum(a * (r - c) ** 2)
 
-    short = {"adam_steps": 2, "polish_steps": 0}
+    short = {"ascent": cj.AscentOptions(adam_steps=2, polish_steps=0)}
     c = jnp.array([-0.2, 0.5, 0.6])
     result = cj.optimal_mixture(quadratic(c), 3, key=KEY, **short)
     assert not bool(result.converged)

@@ -124,6 +124,26 @@ def check_model_size(size: Any, name: str = "model_size") -> float:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class AscentOptions:
+    """The ascent of `optimal_mixture` (frozen; checked when built; a new value compiles anew).
+
+    **Fields**: `adam_steps` (>= 0), Adam steps on the softmax logits; `polish_steps` (>= 0), projected-gradient
+    steps on the bounded simplex after them; `learning_rate` (> 0), Adam's step size.
+    """
+
+    adam_steps: int = 100
+    polish_steps: int = 100
+    learning_rate: float = 0.1
+
+    def __post_init__(self) -> None:
+        count(self.adam_steps, "AscentOptions.adam_steps", least=0)
+        count(self.polish_steps, "AscentOptions.polish_steps", least=0)
+        rate = self.learning_rate
+        if isinstance(rate, bool) or not (isinstance(rate, float | int) and np.isfinite(rate) and rate > 0):
+            raise ValueError(f"`AscentOptions.learning_rate` must be a finite number > 0; got {rate!r}")
+
+
 class _Ascent(eqx.Module):
     """The ascent's settings (static: a new setting compiles anew) and bounds (traced)."""
 
@@ -297,9 +317,7 @@ def optimal_mixture(
     key: Array,
     model_size: float | None = None,
     restarts: int = 16,
-    adam_steps: int = 100,
-    polish_steps: int = 100,
-    learning_rate: float = 0.1,
+    ascent: AscentOptions | None = None,
     lower: ArrayLike | None = None,
     upper: ArrayLike | None = None,
     reference: ArrayLike | None = None,
@@ -314,8 +332,8 @@ def optimal_mixture(
     - `objective`: `objective(r) -> scalar` for a mixture r [n], or a `Pipeline` with `model_size`, or a
       `PipelineFit` (its batched `pipelines` when it has resamples, with its `calibration`; else its `pipeline`).
     - `n_datasets`: n. `key`: draws the `restarts` (vmapped) initial softmax logits.
-    - `adam_steps`: Adam steps on the softmax parameterization; `polish_steps`: projected-gradient steps after it.
-    - `learning_rate`: Adam's step size on the softmax logits.
+    - `restarts`: random starts of the ascent; `ascent`: its `AscentOptions` (steps and step size; default
+      `AscentOptions()`).
     - `lower`, `upper`: per-dataset bounds (e.g. data availability: tokens available x allowed epochs / total
       tokens); `reference`, `max_shift`: a trust region r_j in ref_j (1 +- max_shift) (the paper's +-20% design).
       Infeasible bounds raise `ValueError` before any compute. Bounds hold exactly in the result.
@@ -334,8 +352,10 @@ def optimal_mixture(
     check_key(key)
     count(n_datasets, "n_datasets", least=2)
     count(restarts, "restarts")
-    count(adam_steps, "adam_steps", least=0)
-    count(polish_steps, "polish_steps", least=0)
+    if ascent is None:
+        ascent = AscentOptions()
+    if not isinstance(ascent, AscentOptions):
+        raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.AscentOptions(adam_steps=200)); got {ascent!r}")
     rules: dict[str, Any] = {}
     if isinstance(objective, PipelineFit):
         calibration = objective.calibration if calibration is None else calibration
@@ -347,8 +367,9 @@ def optimal_mixture(
     lo, hi = _bounds(n_datasets, lower, upper, reference if max_shift is not None else None, max_shift)
     f, per_resample = _objective_of(objective, model_size, robust)
     bounded = bool(np.any(lo > 0) or np.any(hi < 1))
-    ascent = _Ascent(jnp.asarray(lo), jnp.asarray(hi), adam_steps, polish_steps, float(learning_rate), bounded)
-    result = _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), ascent, per_resample)
+    steps = _Ascent(jnp.asarray(lo), jnp.asarray(hi), ascent.adam_steps, ascent.polish_steps,
+                    float(ascent.learning_rate), bounded)  # fmt: skip
+    result = _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), steps, per_resample)
     if not (verdict and robust is not None):
         return result
     return _with_decision(result, cast(Pipeline, objective), reference, cast(float, model_size), key, calibration,

@@ -7,7 +7,6 @@ runs tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +15,7 @@ from jaxtyping import Array, ArrayLike
 
 from ..fitting._io import BenchmarkData
 from ..solver._options import FitOptions
-from ._optimize import check_model_size, optimal_mixture
+from ._optimize import AscentOptions, check_model_size, optimal_mixture
 from ._pipeline import BenchmarkFits, Pipeline, fit_benchmark_laws
 
 
@@ -74,7 +73,13 @@ def mixture_path(
     key: Array,
     datasets: list[str] | None = None,
     level: float = 0.95,
-    **ascent: Any,
+    restarts: int = 16,
+    ascent: AscentOptions | None = None,
+    lower: ArrayLike | None = None,
+    upper: ArrayLike | None = None,
+    reference: ArrayLike | None = None,
+    max_shift: float | None = None,
+    robust: str | tuple[str, float] | None = None,
 ) -> pd.DataFrame:
     """The optimal mixture as a function of model size (paper Figure "Optimal mixture weights across model
     sizes"), as a tidy frame with columns size, dataset, weight (and low, high across resamples for a batched
@@ -84,7 +89,8 @@ def mixture_path(
     - `pipeline`: a `Pipeline` (point or batched over resamples); `sizes`: the model sizes.
     - `key`: the ascent's random starts; `datasets`: names of the mixture components (default `r0`, `r1`, ...).
     - `level`: the band's coverage for a batched pipeline.
-    - `ascent`: `optimal_mixture`'s keywords (bounds, restarts, robust, ...).
+    - `restarts`, `ascent`, `lower`, `upper`, `reference`, `max_shift`, `robust`: as `optimal_mixture`'s, at
+      every size.
 
     **Returns**: a tidy `DataFrame`, one row per (size, dataset).
     """
@@ -92,7 +98,9 @@ def mixture_path(
     names = datasets or [f"r{j}" for j in range(n)]
     rows = []
     for size in [check_model_size(s, "sizes") for s in np.atleast_1d(np.asarray(sizes, dtype=float))]:
-        r = np.asarray(optimal_mixture(pipeline, n, key=key, model_size=float(size), **ascent).r)
+        r = np.asarray(optimal_mixture(pipeline, n, key=key, model_size=float(size), restarts=restarts, ascent=ascent,
+                                       lower=lower, upper=upper, reference=reference, max_shift=max_shift,
+                                       robust=robust).r)  # fmt: skip
         for j, name in enumerate(names):
             row = {"size": size, "dataset": name}
             if r.ndim == 2:
