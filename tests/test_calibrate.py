@@ -516,3 +516,15 @@ def test_replicate_weights_follow_each_mixtures_repeat_variance():
     lone = cj.replicate_weights(np.vstack([r, [[0.2, 0.3, 0.5]]]), np.append(size, 4.0), np.append(values[0], 9.0))
     pooled = np.sum([var(m) * 38 for m in range(3)]) / 114
     assert lone[-1] / lone[0] == pytest.approx((var(0) * 38 + 2 * pooled) / 40 / pooled, rel=1e-9)
+
+
+def test_a_decision_needs_two_runs_in_a_held_out_size():
+    from camel_jax._calibrate import HeldOut
+    from camel_jax._pipeline import _decision_calibration
+
+    size = np.array([1.0, 1.0, 2.0, 3.0])  # the fold keeps size 1 and sees one run at each larger size
+    held = HeldOut(keeps=np.array([1.0]), size=size, median=np.zeros((1, 1, 4)))
+    with pytest.raises(ValueError, match="no held-out cell with >= 2 runs"):
+        cj.calibrate_decision(np.zeros((1, 4)), np.ones(4), size, held.keeps, noise_sd=0.01)
+    with pytest.warns(UserWarning, match="fall back to the proxy losses' calibration"):
+        assert _decision_calibration(np.zeros((1, 4)), np.ones(4), held, 0.01, np.ones(4, bool), False) is None

@@ -38,6 +38,7 @@ a few numbers is itself uncertain, and the normal quantile would undercover.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -112,6 +113,7 @@ class Calibration(eqx.Module):
         return low, high
 
 
+@functools.lru_cache(maxsize=256)  # 100 incomplete-beta calls each; decisions ask for a few (level, dof) pairs
 def t_quantile(p: float, dof: int) -> float:
     """The p-quantile (p in (0.5, 1)) of Student's t with `dof` degrees of freedom, by bisection on its CDF
     1 - I_{dof / (dof + t^2)}(dof / 2, 1 / 2) / 2 (I the regularized incomplete beta function)."""

@@ -334,11 +334,20 @@ def fit_pipeline(
         if folds is not None:
             calibration = folds[0]
             predicted = _fold_objective(pipeline, folds[1])
-            decision = calibrate_decision(predicted, measured, folds[1].size, folds[1].keeps, noise_sd=noise,
-                                          used=runs_used, replicated=repeated)  # fmt: skip
+            decision = _decision_calibration(predicted, measured, folds[1], noise, runs_used, repeated)
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, objective_noise=noise,
                        decision_calibration=decision)  # fmt: skip
+
+
+def _decision_calibration(predicted, measured, held: HeldOut, noise, used, repeated) -> DecisionCalibration | None:
+    """`calibrate_decision` on the folds, or None (with a warning) when no held-out size holds 2 measured runs."""
+    try:
+        return calibrate_decision(predicted, measured, held.size, held.keeps, noise_sd=noise, used=used,
+                                  replicated=repeated)  # fmt: skip
+    except ValueError as error:
+        warnings.warn(f"{error}: verdicts fall back to the proxy losses' calibration", stacklevel=4)
+        return None
 
 
 def _measured_objective(benchmarks: BenchmarkFits, weights: Mapping[str, float], run_weight: Array):
