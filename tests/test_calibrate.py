@@ -519,8 +519,8 @@ def test_replicate_weights_follow_each_mixtures_repeat_variance():
 
 
 def test_a_decision_needs_two_runs_in_a_held_out_size():
-    from camel_jax._calibrate import HeldOut
-    from camel_jax._pipeline import _decision_calibration
+    from camel_jax.fitting._calibrate import HeldOut
+    from camel_jax.mixture._pipeline import _decision_calibration
 
     size = np.array([1.0, 1.0, 2.0, 3.0])  # the fold keeps size 1 and sees one run at each larger size
     held = HeldOut(keeps=np.array([1.0]), size=size, median=np.zeros((1, 1, 4)))
