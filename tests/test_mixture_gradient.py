@@ -11,7 +11,7 @@ from helpers import make_pipeline, random_mixtures
 from scipy.stats import spearmanr
 
 import camel_jax as cj
-from camel_jax.solver._implicit import maximum_derivative_status
+from camel_jax.solver._implicit import maximum_derivative_status, value_at_maximum
 
 KEY = jax.random.key(0)
 # Least squares (a Huber band far above the 0.1% noise) fitted to rounding: refits for finite differences must be
@@ -174,7 +174,7 @@ def test_no_derivative_is_nan_with_a_status():
     assert np.all(np.isnan(jax.jacfwd(lambda c: cj.implicit_mixture(objective, flat, c))(c)))
     assert np.all(np.isnan(jax.jacrev(lambda c: cj.implicit_mixture(objective, flat, c))(c)))
     # the value at the maximum keeps its (envelope) derivative: d/dc of max = 2 (r_0 + r_1 - c_0), 2 (r_2 - c_1) = 0
-    envelope = jax.grad(lambda c: cj._implicit.value_at_maximum(objective, flat, c))(c)
+    envelope = jax.grad(lambda c: value_at_maximum(objective, flat, c))(c)
     np.testing.assert_allclose(envelope, [0.0, 0.0], atol=1e-12)
 
     def separable(r, c):

@@ -6,6 +6,7 @@ import pytest
 from helpers import random_mixtures
 
 import camel_jax as cj
+from camel_jax.experiments._select import law_data
 
 
 def data_law_world():
@@ -61,8 +62,8 @@ def test_laws_get_the_inputs_they_take_and_bad_requests_fail_before_any_fit():
     data = data_law_world()
     camel = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2)
     with_tokens = cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2)
-    assert len(cj._select.law_data(camel, data, "c").inputs) == 2  # (r, M): the tokens column is dropped
-    assert len(cj._select.law_data(with_tokens, data, "d").inputs) == 3
+    assert len(law_data(camel, data, "c").inputs) == 2  # (r, M): the tokens column is dropped
+    assert len(law_data(with_tokens, data, "d").inputs) == 3
     no_tokens = cj.MixtureData(data.r, data.y, size=data.size)
     with pytest.raises(ValueError, match="law 'd' takes tokens"):
         cj.select_law({"d": with_tokens}, no_tokens, key=jax.random.key(0))
