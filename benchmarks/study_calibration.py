@@ -34,11 +34,10 @@ from camel_jax import simulate  # noqa: E402
 
 SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 CHECK = (12.0, 20.0)
-REGIONS = {"+-20%": {"max_shift": 0.2}, "simplex": {}}  # where the pick is searched: the trust region, everywhere
 
 
-def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] = (0, 2),
-              regions: tuple[str, ...] = tuple(REGIONS)) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
+def one_world(family: str, seed: int, B: int,
+              validation: tuple[int, ...] = (0, 2)) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
     key = jax.random.key(seed)
     world = simulate.make_world(key, family)
     mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
@@ -68,11 +67,11 @@ def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] = (0, 
                 covered, width = (low <= truth) & (truth <= high), (high - low) / truth
                 rows += [{"family": family, "world": seed, "quantity": f"loss {v}", "size": M, "band": band,
                           "covered": float(c), "width": float(w)} for c, w in zip(covered, width)]  # fmt: skip
-    rows += _objective_rows(world, runs, losses, law, key, B, family, seed, regions)
+    rows += _objective_rows(world, runs, losses, law, key, B, family, seed)
     return rows, cost
 
 
-def _objective_rows(world, runs, losses, law, key, B, family, seed, regions) -> list[dict]:
+def _objective_rows(world, runs, losses, law, key, B, family, seed) -> list[dict]:
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],
                              names=list(world.benchmarks), key=jax.random.fold_in(key, 6), restarts=16)  # fmt: skip
     data = world.mixture_data(runs, losses[0])
@@ -81,8 +80,7 @@ def _objective_rows(world, runs, losses, law, key, B, family, seed, regions) -> 
     one = cj.fit_pipeline(data, fits, weights, two_stage=False, calibrate=False, **common)
     two = cj.fit_pipeline(data, fits, weights, **common)
     rows = []
-    for region_name in regions:
-        region = REGIONS[region_name]
+    for region_name, region in (("+-20%", {"max_shift": 0.2}), ("simplex", {})):
         for M in CHECK:
             true_f = world.true_objective(M, weights)
             best = cj.optimal_mixture(two.pipelines, 5, key=jax.random.fold_in(key, 8), model_size=M, robust="mean",

@@ -141,12 +141,8 @@ import study_calibration
 
 rows = []
 for seed in range(1 if QUICK else 12):
-    world_rows, cost = study_calibration.one_world(  # CI: one validation loss, picks within the trust region
-        "capacity_data",
-        seed,
-        12 if QUICK else 100,
-        (2,) if QUICK else (0, 2),
-        ("+-20%",) if QUICK else ("+-20%", "simplex"),
+    world_rows, cost = study_calibration.one_world(
+        "capacity_data", seed, 12 if QUICK else 100, (2,) if QUICK else (0, 2)
     )
     rows += world_rows
 cal = pd.DataFrame(rows)
