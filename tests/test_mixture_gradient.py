@@ -195,20 +195,22 @@ def pick_influence(world):
     world, *_ = world
     fit = world.fit(world.Y, jnp.ones(world.P))
     pipeline_fit = cj.PipelineFit(pipeline=world.pipeline(fit), pipelines=None, loss_fit=fit, resamples=None)
-    influence = cj.pick_influence(pipeline_fit, model_size=TARGET, key=KEY, reference=REFERENCE, options=TIGHT)
+    return cj.pick_influence(pipeline_fit, model_size=TARGET, key=KEY, reference=REFERENCE, options=TIGHT), None
+
+
+@pytest.mark.slow  # one exact refit-and-reoptimize per run (30): `make test-all`; the chain's derivative runs in CI
+def test_pick_influence_matches_exact_leave_one_out_refits(pick_influence, world):
+    influence, _ = pick_influence
+    world, *_ = world
     base = world.chain(world.Y, jnp.ones(world.P))[0]
-    exact = []
+    exact_rows = []
     for p in range(world.P):
         w = np.ones(world.P)
         w[p] = 0.0
         out, ok = world.chain(world.Y, w)
         assert bool(ok)
-        exact.append(np.concatenate([np.asarray(out[0]) - np.asarray(base[0]), [float(out[2] - base[2])]]))
-    return influence, np.array(exact)
-
-
-def test_pick_influence_matches_exact_leave_one_out_refits(pick_influence):
-    influence, exact = pick_influence
+        exact_rows.append(np.concatenate([np.asarray(out[0]) - np.asarray(base[0]), [float(out[2] - base[2])]]))
+    exact = np.array(exact_rows)
     assert cj.DerivativeStatus(int(influence.status)) == cj.DerivativeStatus.OK
     columns = [influence.names.index(n) for n in ("r[code]", "r[books]", "gain")]
     approx = np.asarray(influence.loo)[:, columns]
