@@ -128,10 +128,15 @@ class Chinchilla(AbstractLaw):
         return {"loss_scale": data_scale(y), "size_scale": data_scale(inputs[0]), "tokens_scale": data_scale(inputs[1])}
 
     @classmethod
-    def hoffmann_grid(cls, *, size_scale: float = 1.0, tokens_scale: float = 1.0) -> Chinchilla:
+    def hoffmann_grid(
+        cls, *, size_scale: float = 1e9, tokens_scale: float = 1e10, loss_scale: float = 1.0
+    ) -> Chinchilla:
         """Hoffmann et al.'s grid of starts, as Epoch AI's replication uses it (4,500 starts, batched):
-        alpha, beta in {0, .5, 1, 1.5, 2} (0 becomes 1e-3: log-parameterized exponents cannot start at 0),
-        log E in {-1, -.5, 0, .5, 1}, log A, log B in {0, 5, ..., 25} (raw units). Pass it as `fit(..., inits=)`."""
+        alpha, beta in {0, .5, 1, 1.5, 2} (0 becomes 1e-3: `from_params` takes the paper's exponents > 0),
+        log E in {-1, -.5, 0, .5, 1}, log A, log B in {0, 5, ..., 25} (raw units). Pass it as `fit(..., inits=)`.
+        The grid is held in the units `fit` sets for Chinchilla-sized tables (sizes near 1e9, tokens near 1e10,
+        losses near 1; `fit` uses starts in the units they carry): in units of 1 parameter and 1 token the terms
+        are 1e4 times the loss, and few starts reach the optimum."""
         exponents = np.array([1e-3, 0.5, 1.0, 1.5, 2.0])
         log_E = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
         log_AB = np.arange(0.0, 30.0, 5.0)
@@ -145,6 +150,7 @@ class Chinchilla(AbstractLaw):
             beta=beta,
             size_scale=size_scale,
             tokens_scale=tokens_scale,
+            loss_scale=loss_scale,
         )
 
     def size_parameters(self) -> tuple[int, int]:
