@@ -153,7 +153,7 @@ def _mixture(r: Any) -> str:
 
 def _convergence(result: Any, what: str) -> str:
     """The fits' convergence in words: how many starts finished, and why the others stopped."""
-    from camel_jax._options import Status
+    from camel_jax.solver._options import Status
 
     status = np.asarray(result.status)
     n, finished = status.size, int(np.sum(np.asarray(result.converged)))

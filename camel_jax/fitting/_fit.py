@@ -130,7 +130,7 @@ class FitResult(eqx.Module):
         return jax.vmap(lambda law: law(*arrays))(self.law)
 
     def identifiability(self, max_sd: float = 1.0) -> Identifiability | list[Identifiability]:
-        """Which parameters of the best law the data determine (see `camel_jax._identify`): the standard
+        """Which parameters of the best law the data determine (see `camel_jax.fitting._identify`): the standard
         deviation of each, and the names of those above `max_sd`. A list, one per target, for a [T, P] fit."""
         if self.n_targets is None:
             return identifiability(
@@ -432,7 +432,7 @@ def fit_arrays(
 
     Differentiable (`jax.grad`, `jax.jvp`, under `jit` and `vmap`) in `y`, `weights` and `inputs`: every start's
     parameters by the implicit function theorem at its optimum, the objectives by the envelope theorem; NaN
-    where no derivative exists (see `camel_jax._implicit`, `fit_derivative_status`).
+    where no derivative exists (see `camel_jax.solver._implicit`, `fit_derivative_status`).
 
     **Arguments** (as `fit`'s):
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].

@@ -46,7 +46,7 @@ from ._identify import element_names
 
 
 class Influence(eqx.Module):
-    """Each run's influence on a fit (see `camel_jax._influence`). Rows are runs (points), columns quantities.
+    """Each run's influence on a fit (see `camel_jax.fitting._influence`). Rows are runs (points), columns quantities.
 
     **Fields**:
     - `names`: the quantities, the law's parameters (`"alpha"`, `"t[0, 2]"`, ...) then `"prediction[j]"` for
@@ -119,7 +119,7 @@ def one_target(result: FitResult, t: int) -> FitResult:
 def _best_start(result: FitResult) -> tuple[Any, Array]:
     if result.n_targets is not None:
         raise ValueError(
-            "`result` fits several targets (y [T, P]); take one with camel_jax._influence.one_target(result, t)"
+            "`result` fits several targets (y [T, P]); take one with camel_jax.fitting._influence.one_target(result, t)"
         )
     best = np.asarray(result.best_status)
     return result.law, jnp.asarray(Status(int(best)).is_converged)

@@ -38,7 +38,7 @@ from ._pipeline import Pipeline, PipelineFit
 
 
 class PickInfluence(eqx.Module):
-    """Each run's influence on a recommended mixture (see `camel_jax._pick_influence`). Rows are runs, columns
+    """Each run's influence on a recommended mixture (see `camel_jax.mixture._pick_influence`). Rows are runs, columns
     quantities.
 
     **Fields**:

@@ -111,7 +111,7 @@ def check_law(law: Any, name: str = "law") -> None:
         )
 
 
-# rows of a mixture may be rounded (as in tables, see camel_jax._io.MIXTURE_SUM_TOLERANCE)
+# rows of a mixture may be rounded (as in tables, see camel_jax.fitting._io.MIXTURE_SUM_TOLERANCE)
 _SIMPLEX_TOLERANCE = 1e-2
 
 

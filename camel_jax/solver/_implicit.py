@@ -41,7 +41,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 
 class DerivativeStatus(enum.IntEnum):
-    """Whether the implicit derivative of a solution exists (see `camel_jax._implicit`)."""
+    """Whether the implicit derivative of a solution exists (see `camel_jax.solver._implicit`)."""
 
     OK = 0
     NOT_CONVERGED = 1  # the solver's status was not CONVERGED/STALLED: the point is not a solution
