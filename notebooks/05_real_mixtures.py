@@ -81,11 +81,11 @@ for version, frame, tokens in (("A: largest D", last, False),) + (() if QUICK el
                 }
             )
 dmsl_table = pd.DataFrame(rows).pivot_table(index=["data", "target"], columns="law", values="heldout_mape").round(3)
-# the headline (study 2): on every dmsl domain at 2.7B tied CAMEL extrapolates better than SODMAdditive
-# among the size-only laws (c4: 0.94% vs 1.69% at CI size when written, 0.79% vs 1.71% at full size)
+# the headline (study 2): with well-posed fits both size-only laws extrapolate c4 from 1.2B to 2.7B within 1%
+# (CI size, this release: tied CAMEL 0.73%, SODMAdditive 0.61%; before SODM's reparameterization SODMAdditive held
+# out at 1.69% and CAMEL won every domain: the full-size table in docs/studies/2 predates that change)
 size_only = dmsl_table.loc["dmsl A: largest D"]
-assert (size_only["CAMEL tied k=3"] < size_only["SODMAdditive"]).all(), size_only
-assert size_only.loc["c4", "CAMEL tied k=3"] < min(1.5, 0.8 * size_only.loc["c4", "SODMAdditive"]), size_only
+assert (size_only.loc["c4", ["CAMEL tied k=3", "SODMAdditive"]] < 1.0).all(), size_only
 dmsl_table
 
 # %%
