@@ -163,11 +163,27 @@ class SODMJoint(AbstractLaw):
         s_L = settings["loss_scale"]
         p_roots, root_c, root_kappa = mixture_coordinates(p["C"], p["gamma"], s_L)
         size = _coefficient_coordinates(p["CA"], p["gammaA"], p["alpha"], settings["size_scale"], s_L)
-        level = p["E"] / s_L + 1.0 / root_kappa**2 + 1.0 / size["kappa"] ** 2
-        data: dict[str, Any] = dict.fromkeys(("p", "a", "b", "kappa"))
+        data = None
         if tokens:
             data = _coefficient_coordinates(p["CB"], p["gammaB"], p["beta"], settings["tokens_scale"], s_L)
+        return cls._assemble(p["E"] / s_L, (p_roots, root_c, root_kappa), size, data, settings)
+
+    @classmethod
+    def _assemble(
+        cls,
+        E: Array,
+        mixture: tuple[Array, Array, Array],
+        size: dict[str, Any],
+        data: dict[str, Any] | None,
+        settings: dict[str, Any],
+    ) -> SODMJoint:
+        """The law from E (in loss units), the mixture term's coordinates and each term's (p, a, b, kappa): the
+        level E1 adds every term's value at the reference point (1 / kappa^2)."""
+        p_roots, root_c, root_kappa = mixture
+        level = E + 1.0 / root_kappa**2 + 1.0 / size["kappa"] ** 2
+        if data is not None:
             level = level + 1.0 / data["kappa"] ** 2
+        data = data if data is not None else dict.fromkeys(("p", "a", "b", "kappa"))
         return cls(
             E1=level,
             p_roots=p_roots,
@@ -209,27 +225,9 @@ class SODMJoint(AbstractLaw):
             exponent = jnp.exp(log_uniform(k_e, (), 0.05, 1.5))
             return _coefficient_coordinates(CX, gammaX, exponent, 1.0, 1.0)
 
-        size = term(keys[2])
-        level = E + 1.0 / root_kappa**2 + 1.0 / size["kappa"] ** 2
-        data: dict[str, Any] = dict.fromkeys(("p", "a", "b", "kappa"))
-        if tokens:
-            data = term(keys[3])
-            level = level + 1.0 / data["kappa"] ** 2
-        return cls(
-            E1=level,
-            p_roots=p_roots,
-            root_c=root_c,
-            root_kappa=root_kappa,
-            pA_roots=size["p"],
-            root_aA=size["a"],
-            root_bA=size["b"],
-            root_kappaA=size["kappa"],
-            pB_roots=data["p"],
-            root_aB=data["a"],
-            root_bB=data["b"],
-            root_kappaB=data["kappa"],
-            **sodm_settings(tokens, size_scale, tokens_scale, loss_scale),
-        )
+        settings = sodm_settings(tokens, size_scale, tokens_scale, loss_scale)
+        data = term(keys[3]) if tokens else None
+        return cls._assemble(E, (p_roots, root_c, root_kappa), term(keys[2]), data, settings)
 
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
         """The units of a fit (see `AbstractLaw.with_data_scales`)."""
