@@ -167,11 +167,11 @@ def _problem(name):
     if name == "DML k=1 (design at M=10)":
         return cj.DML.sample_init(key, n_datasets=5, n_domains=1), (r[M == 10],), y[M == 10]
     laws = {
-        "SODMAdditive (design)": cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False),
-        "SODMJoint (design)": cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False),
-        "CAMELData tied k=3 (design)": cj.CAMELData.sample_init(key, n_domains=3, tokens=False, **TIED),
+        "SODMAdditive (design)": lambda: cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False),
+        "SODMJoint (design)": lambda: cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False),
+        "CAMELData tied k=3 (design)": lambda: cj.CAMELData.sample_init(key, tokens=False, **TIED),
     }
-    return laws[name], (r, M), y
+    return laws[name](), (r, M), y
 
 
 def _converged_share(name):
