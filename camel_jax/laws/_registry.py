@@ -32,7 +32,6 @@ class LawEntry:
     - `takes`: the options of `sample_init` the caller may set (the rest are the class's defaults).
     - `mixture`, `size`: whether the law reads a mixture and a model size; `tokens`: "never", "optional" (a
       tokens input when the table has one) or "required".
-    - `summary`: one line for help texts.
     """
 
     name: str
@@ -42,7 +41,6 @@ class LawEntry:
     mixture: bool
     size: bool
     tokens: str
-    summary: str
 
 
 _MIXTURE_OPTIONS = ("n_datasets", "n_domains", "capacity_exponent", "size_scale")
@@ -50,23 +48,19 @@ _MIXTURE_OPTIONS = ("n_datasets", "n_domains", "capacity_exponent", "size_scale"
 
 def _entries() -> dict[str, LawEntry]:
     entries = [
-        LawEntry("camel-tied", CAMEL, {"tied": True}, _MIXTURE_OPTIONS, True, True, "never",
-                 "CAMEL with the paper's tied exponents alpha_i = c beta_i / (c + beta_i)"),
-        LawEntry("camel-free", CAMEL, {"tied": False}, _MIXTURE_OPTIONS, True, True, "never",
-                 "CAMEL with free exponents alpha_i, beta_i"),
+        LawEntry("camel-tied", CAMEL, {"tied": True}, _MIXTURE_OPTIONS, True, True, "never"),
+        LawEntry("camel-free", CAMEL, {"tied": False}, _MIXTURE_OPTIONS, True, True, "never"),
         LawEntry("camel-data-tied", CAMELData, {"tied": True}, (*_MIXTURE_OPTIONS, "tokens", "tokens_scale"), True,
-                 True, "optional", "CAMELData (a data term in tokens), tied exponents"),
+                 True, "optional"),
         LawEntry("camel-data-free", CAMELData, {"tied": False}, (*_MIXTURE_OPTIONS, "tokens", "tokens_scale"), True,
-                 True, "optional", "CAMELData, free exponents"),
+                 True, "optional"),
         LawEntry("sodm-additive", SODMAdditive, {}, ("n_datasets", "tokens", "size_scale", "tokens_scale"), True,
-                 True, "optional", "SODM, additive mixture term (Shukor et al.)"),
+                 True, "optional"),
         LawEntry("sodm-joint", SODMJoint, {}, ("n_datasets", "tokens", "size_scale", "tokens_scale"), True, True,
-                 "optional", "SODM, joint mixture term (Shukor et al.)"),
-        LawEntry("dml", DML, {}, ("n_datasets", "n_domains"), True, False, "never",
-                 "the data mixing law at one model size (Ye et al.)"),
-        LawEntry("chinchilla", Chinchilla, {}, ("size_scale", "tokens_scale"), False, True, "required",
-                 "Chinchilla's E + A N^-alpha + B D^-beta"),
-        LawEntry("power", PowerLaw, {}, ("size_scale",), False, True, "never", "E + A x^-alpha in size alone"),
+                 "optional"),
+        LawEntry("dml", DML, {}, ("n_datasets", "n_domains"), True, False, "never"),
+        LawEntry("chinchilla", Chinchilla, {}, ("size_scale", "tokens_scale"), False, True, "required"),
+        LawEntry("power", PowerLaw, {}, ("size_scale",), False, True, "never"),
     ]  # fmt: skip
     return {entry.name: entry for entry in entries}
 
