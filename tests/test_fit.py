@@ -365,3 +365,43 @@ def test_float32_fit_runs_in_float32():
     result = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=init)
     assert result.objective.dtype == jnp.float32
     assert rel(result.law.params()["alpha"], 0.6) < 1e-3
+
+
+def test_fit_and_fit_arrays_draw_the_same_starts_from_one_key():
+    """`fit` draws its starts in a program of its own (its fit program holds no random-number generator); the
+    starts are those `fit_arrays` draws inside its one program from the same key (compared after one evaluation
+    per start: later steps may differ in the last bits between two compiled programs)."""
+    from camel_jax.fitting._fit import data_template
+
+    true, inputs = camel_problem()
+    y = true(*inputs)
+    template = data_template(true, inputs, y)  # the units `fit` sets; `fit_arrays` takes the law as it is
+    kwargs = dict(key=jax.random.key(7), restarts=4, options=cj.FitOptions(max_steps=1, polish=0))
+    with pytest.warns(UserWarning):
+        eager = cj.fit(template, inputs, y, **kwargs)
+    traced = cj.fit_arrays(template, inputs, y, **kwargs)
+    np.testing.assert_allclose(np.asarray(eager.objectives), np.asarray(traced.objectives), rtol=1e-13)
+    other = cj.fit_arrays(template, inputs, y, **{**kwargs, "key": jax.random.key(8)})
+    assert not np.allclose(np.asarray(other.objectives), np.asarray(traced.objectives), rtol=1e-6)
+
+
+def test_the_hessian_in_column_batches_is_the_full_one():
+    """Above `_TANGENT_POINTS` (d x points), Newton's Hessian is built a few Hessian-vector products at a time, to
+    bound memory on large tables; it is the same matrix."""
+    from camel_jax.solver._newton import _TANGENT_POINTS, hessian
+
+    rng = np.random.default_rng(0)
+    d, P = 5, _TANGENT_POINTS // 2 + 7  # d * P above the threshold, one column per batch
+    A, w = jnp.asarray(rng.standard_normal((P, d))), jnp.asarray(rng.uniform(0.5, 2.0, P))
+
+    def fun(x):
+        return jnp.sum(w * jnp.logaddexp(0.0, A @ x) + 0.1 * (A @ x) ** 4 / P)
+
+    x = jnp.asarray(rng.standard_normal(d))
+    full, batched = jax.hessian(fun)(x), jax.jit(hessian(fun, P))(x)
+    assert hessian(fun, 10)(x).shape == (d, d)
+    scale = float(jnp.max(jnp.abs(full)))
+    np.testing.assert_allclose(np.asarray(batched), np.asarray(full), rtol=1e-10, atol=1e-10 * scale)
+    # the batched path is the one taken above the threshold (a column-by-column map, not one d-tangent push)
+    assert "scan" in str(jax.make_jaxpr(hessian(fun, P))(x))
+    assert "scan" not in str(jax.make_jaxpr(hessian(fun, 10))(x))

@@ -324,23 +324,44 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, opt
         values = jax.vmap(loss)(flat)
         _, kept = jax.lax.top_k(-jnp.where(jnp.isfinite(values), values, jnp.inf), options.prescreen)
         flat = flat[kept]
-    solution = jax.vmap(
-        lambda x0: minimize(loss, x0, max_steps=options.max_steps, tol=tol, handoff=options.handoff_tolerance(y.dtype))
-    )(flat)
+    handoff = options.handoff_tolerance(y.dtype)
+    solution = over_starts(
+        lambda x0: minimize(loss, x0, max_steps=options.max_steps, tol=tol, handoff=handoff), flat, y.shape[-1]
+    )
     if options.polish > 0:
-        solution = _finish(loss, solution, options.polish, tol)
+        solution = _finish(loss, solution, options.polish, tol, y.shape[-1])
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
     best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf))
     laws = eqx.combine(jax.vmap(unravel)(solution.x), static)
     return Lanes(laws, solution.f, solution.n_steps, solution.grad_norm, solution.status, best)
 
 
-def _finish(loss, solution, max_steps: int, tol: Array):
+# Memory a start holds per data point while it is solved (the objective, its gradient and Hessian-vector products,
+# with XLA's temporaries), in bytes per float64 point: ~3.5 KB measured on tied CAMEL with 100,000 points.
+BYTES_PER_POINT = 4096
+# Memory the starts of one fit (or of one bootstrap chunk) may hold side by side.
+START_MEMORY_BYTES = 1 << 29
+
+
+def starts_side_by_side(points: int, itemsize: int = 8) -> int:
+    """How many starts `over_starts` solves at once on `points` data points (at least one): all of them on small
+    tables, a few on large ones (100,000 points and 32 starts side by side took 3 GB; one at a time, 0.9 GB)."""
+    return max(1, START_MEMORY_BYTES // (points * BYTES_PER_POINT * itemsize // 8))
+
+
+def over_starts(solve: Any, starts: Array, points: int) -> Any:
+    """`jax.vmap(solve)(starts)`, or `jax.lax.map` in batches of `starts_side_by_side(points)` starts when that is
+    fewer than all of them. Each start's result is the same either way."""
+    batch = starts_side_by_side(points, starts.dtype.itemsize)
+    return jax.vmap(solve)(starts) if batch >= starts.shape[0] else jax.lax.map(solve, starts, batch_size=batch)
+
+
+def _finish(loss, solution, max_steps: int, tol: Array, points: int):
     """Damped Newton from every L-BFGS end point (vmapped; see `_newton`): it takes a point near an optimum to
     the first-order tolerance in a few steps where L-BFGS crawls. A non-finite lane is left alone; otherwise the
     Newton status is the lane's (a lane L-BFGS already converged is CONVERGED at Newton's first check)."""
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
-    polished = jax.vmap(lambda x: polish(loss, x, max_steps=max_steps, tol=tol))(solution.x)
+    polished = over_starts(lambda x: polish(loss, x, max_steps=max_steps, tol=tol, points=points), solution.x, points)
     keep = ~finite
 
     def pick(new, old):
@@ -360,6 +381,12 @@ def random_starts(template: Any, key: Array, restarts: int) -> Any:
     keys = jax.random.split(key, restarts)
     structure = template.structure()
     return jax.vmap(lambda k: type(template).sample_init(k, **structure))(keys)
+
+
+@eqx.filter_jit
+def starts_compiled(template: Any, key: Array, restarts: int) -> Any:
+    """`random_starts`, compiled on its own (see `fit`): the same starts as inside `fit_arrays` for the same key."""
+    return random_starts(template, key, restarts)
 
 
 def solve_targets(
@@ -592,9 +619,13 @@ def fit(
     else:
         law = data_template(law, arrays, Y)
     warn_design(law, arrays, W)
-    # `restarts` is static in the compiled program and unused with `inits`: one value keeps one program per shape;
-    # the values were checked above, so the program without run-time checks runs (and can be cached on disk).
-    result = fit_compiled(law, arrays, Y, W, key, restarts if inits is None else 1, inits, options)
+    # The random starts are drawn by a program of their own (`starts_compiled`, one per law structure and count),
+    # so that the fit's program holds no random-number generator (a fifth of its compile time) and serves drawn
+    # starts and a caller's `inits` of the same shape alike. The values were checked above, so the program
+    # without run-time checks runs (and can be cached on disk).
+    if inits is None:
+        inits = starts_compiled(law, key, restarts)
+    result = fit_compiled(law, arrays, Y, W, key, 1, inits, options)
     result = dataclasses.replace(result, names=names) if names is not None else result
     problems = result.problems()
     for problem in problems:
