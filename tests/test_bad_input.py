@@ -480,7 +480,7 @@ def test_bootstrap_chunks_follow_a_memory_budget_and_ctrl_c_keeps_finished_chunk
     M = jnp.asarray(SIZES)
     small = boot_module._chunk_from_memory(true, 12, 4, 8, 10_000)
     large = boot_module._chunk_from_memory(true, 100_000, 4, 8, 10_000)
-    assert small == 10_000 and 1 <= large < 1_000  # 100k rows: chunks of hundreds, not all at once
+    assert small >= 1_000 and large == 1  # 12 rows: thousands of resamples per call; 100k rows: one at a time
     real, calls = boot_module._bootstrap_chunk, []
 
     def interrupted(*args):

@@ -17,7 +17,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
 from ..solver._options import FitOptions, Status
-from ._fit import data_template, random_starts, resolve_options, solve_targets
+from ._fit import BYTES_PER_POINT, data_template, random_starts, resolve_options, solve_targets, starts_side_by_side
 from ._resample import resample_weights
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
@@ -148,10 +148,10 @@ def bootstrap(
 
     Every resample is a weight vector over the fixed table, so all resamples share one compiled program; the
     resample axis is vmapped, cut into chunks of `chunk_size` (default: as many as fit in `MEMORY_BUDGET_BYTES`,
-    1 GiB; chunks bound memory, drive the progress bar, and Ctrl-C returns the chunks already finished),
-    and sharded over `devices` (default: all local devices) with `jax.sharding`. Chunking or sharding changes
-    no result beyond the last bits of arithmetic: objectives agree to ~1e-14 and, the objective being flat to
-    second order at an optimum, parameters to ~sqrt(machine epsilon).
+    768 MiB, so that the process stays within 1 GiB; chunks bound memory, drive the progress bar, and Ctrl-C
+    returns the chunks already finished), and sharded over `devices` (default: all local devices) with
+    `jax.sharding`. Chunking or sharding changes no result beyond the last bits of arithmetic: objectives agree
+    to ~1e-14 and, the objective being flat to second order at an optimum, parameters to ~sqrt(machine epsilon).
 
     **Arguments**:
     - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]), as for `fit`.
@@ -311,15 +311,16 @@ def _bootstrap_chunk(starts, keys, inputs, y, W, options) -> _Best:
     return jax.vmap(one)(keys, W)
 
 
-# Working memory a bootstrap chunk may take when `chunk_size=None`.
-MEMORY_BUDGET_BYTES = 1 << 30
+# Working memory a bootstrap chunk may take when `chunk_size=None` (the process's own, about 250 MB, comes on top).
+MEMORY_BUDGET_BYTES = 3 << 28
 
 
 def _chunk_from_memory(law: Any, n_points: int, n_starts: int, itemsize: int, n_resamples: int) -> int:
-    """Resamples per chunk within MEMORY_BUDGET_BYTES: each start of each resample holds a few per-point arrays
-    (predictions, residuals and their cotangents) and the L-BFGS memory (10 pairs of parameter vectors)."""
+    """Resamples per chunk within MEMORY_BUDGET_BYTES: the starts a resample solves side by side
+    (`starts_side_by_side`) each hold `BYTES_PER_POINT` per point and their L-BFGS and Newton state."""
     d = n_free_parameters(law)
-    per_resample = 4 * n_starts * itemsize * (8 * n_points + 30 * d + d * d)
+    lanes = min(n_starts, starts_side_by_side(n_points, itemsize))
+    per_resample = lanes * (n_points * BYTES_PER_POINT * itemsize // 8 + itemsize * (30 * d + 4 * d * d))
     return int(max(1, min(n_resamples, MEMORY_BUDGET_BYTES // per_resample)))
 
 

@@ -38,13 +38,43 @@ class _State(NamedTuple):
     small: Int[Array, ""]  # consecutive accepted steps whose relative decrease was <= tol
 
 
-def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float | Array) -> Solution:
+# The Hessian pushes d tangents through every point at once (`jax.hessian`); when d times the number of points
+# exceeds this, it is built a few columns at a time (`jax.lax.map` over Hessian-vector products), so that its
+# memory stays that of a few gradients (100,000 points, 22 parameters and 32 starts took gigabytes at once).
+_TANGENT_POINTS = 2**17
+
+
+def hessian(fun: Callable[[Array], Array], points: int | None = None) -> Callable[[Array], Array]:
+    """The Hessian of `fun` (forward over reverse). `points`: the data size `fun` sums over; when d * points
+    exceeds `_TANGENT_POINTS`, the columns are computed `_TANGENT_POINTS // points` at a time (at least one)."""
+
+    def matrix(x: Array) -> Array:
+        d = x.shape[0]
+        if points is None or d * points <= _TANGENT_POINTS:
+            return jax.hessian(fun)(x)
+        grad = jax.grad(fun)
+        hvp = lambda v: jax.jvp(grad, (x,), (v,))[1]  # noqa: E731
+        batch = max(1, _TANGENT_POINTS // points)
+        return jax.lax.map(hvp, jnp.eye(d, dtype=x.dtype), batch_size=batch)  # symmetric: rows are columns
+
+    return matrix
+
+
+def polish(
+    fun: Callable[[Array], Array],
+    x0: Float[Array, " d"],
+    *,
+    max_steps: int,
+    tol: float | Array,
+    points: int | None = None,
+) -> Solution:
     """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` (CONVERGED: the first-order
     conditions hold), when even a heavily damped step cannot lower `fun` or two accepted steps in a row lower it by
     at most 100 machine epsilons (relative) (STALLED: optimal to working precision), or after `max_steps` Hessians
-    (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE)."""
+    (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE). `points`: the data size `fun` sums over,
+    which sets how the Hessian is built (see `hessian`)."""
     value_and_grad = jax.value_and_grad(fun)
-    hessian = jax.hessian(fun)
+    hess = hessian(fun, points)
     precision = _PRECISION * float(jnp.finfo(x0.dtype).eps)
     f0, g0 = value_and_grad(x0)
     finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
@@ -56,7 +86,7 @@ def polish(fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: 
         return (state.status == RUNNING) & (state.n_steps < max_steps)
 
     def body(state: _State) -> _State:
-        eigenvalues, vectors = jnp.linalg.eigh(hessian(state.x))
+        eigenvalues, vectors = jnp.linalg.eigh(hess(state.x))
         magnitude = jnp.abs(eigenvalues)
         scale = jnp.maximum(jnp.max(magnitude), jnp.finfo(state.x.dtype).tiny)
         step = -vectors @ ((vectors.T @ state.g) / (magnitude + state.damping * scale))
