@@ -17,7 +17,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
 from ..solver._options import FitOptions, Status
-from ._fit import BYTES_PER_POINT, data_template, random_starts, resolve_options, solve_targets, starts_side_by_side
+from ._fit import data_template, random_starts, resolve_options, solve_targets, start_bytes, starts_side_by_side
 from ._resample import resample_weights
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
@@ -317,10 +317,10 @@ MEMORY_BUDGET_BYTES = 3 << 28
 
 def _chunk_from_memory(law: Any, n_points: int, n_starts: int, itemsize: int, n_resamples: int) -> int:
     """Resamples per chunk within MEMORY_BUDGET_BYTES: the starts a resample solves side by side
-    (`starts_side_by_side`) each hold `BYTES_PER_POINT` per point and their L-BFGS and Newton state."""
+    (`starts_side_by_side`) each hold their per-point memory (`start_bytes`) and their L-BFGS and Newton state."""
     d = n_free_parameters(law)
     lanes = min(n_starts, starts_side_by_side(n_points, itemsize))
-    per_resample = lanes * (n_points * BYTES_PER_POINT * itemsize // 8 + itemsize * (30 * d + 4 * d * d))
+    per_resample = lanes * (start_bytes(n_points, itemsize) + itemsize * (30 * d + 4 * d * d))
     return int(max(1, min(n_resamples, MEMORY_BUDGET_BYTES // per_resample)))
 
 

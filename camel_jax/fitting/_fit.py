@@ -343,10 +343,15 @@ BYTES_PER_POINT = 4096
 START_MEMORY_BYTES = 1 << 29
 
 
+def start_bytes(points: int, itemsize: int = 8) -> int:
+    """The per-point memory one start holds while it is solved on `points` points of `itemsize`-byte floats."""
+    return points * BYTES_PER_POINT * itemsize // 8
+
+
 def starts_side_by_side(points: int, itemsize: int = 8) -> int:
     """How many starts `over_starts` solves at once on `points` data points (at least one): all of them on small
     tables, a few on large ones (100,000 points and 32 starts side by side took 3 GB; one at a time, 0.9 GB)."""
-    return max(1, START_MEMORY_BYTES // (points * BYTES_PER_POINT * itemsize // 8))
+    return max(1, START_MEMORY_BYTES // start_bytes(points, itemsize))
 
 
 def over_starts(solve: Any, starts: Array, points: int) -> Any:
@@ -510,14 +515,14 @@ def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
 
 @eqx.filter_jit
 def fit_compiled(
-    law: Any, inputs: tuple[Array, ...], y: Array, weights: Array, key: Array, restarts: int, inits: Any,
-    options: FitOptions,
+    law: Any, inputs: tuple[Array, ...], y: Array, weights: Array, inits: Any, options: FitOptions
 ) -> FitResult:  # fmt: skip
-    """`fit_arrays` without the run-time value checks, for callers that made them on the host (`fit`).
+    """`fit_arrays` from given starts (`inits`) and without the run-time value checks, for callers that drew the
+    starts and made the checks on the host (`fit`).
 
     `eqx.error_if` compiles to a host callback, and JAX's persistent compilation cache does not store programs
     with host callbacks: this program, the one `fit` runs, is stored, so a second process reuses it."""
-    return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=False)
+    return _fit_lanes(law, inputs, y, weights, None, 1, inits, options, check_values=False)
 
 
 def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values: bool) -> FitResult:
@@ -625,7 +630,7 @@ def fit(
     # without run-time checks runs (and can be cached on disk).
     if inits is None:
         inits = starts_compiled(law, key, restarts)
-    result = fit_compiled(law, arrays, Y, W, key, 1, inits, options)
+    result = fit_compiled(law, arrays, Y, W, inits, options)
     result = dataclasses.replace(result, names=names) if names is not None else result
     problems = result.problems()
     for problem in problems:
