@@ -43,12 +43,15 @@ def table(rows: int, seed: int = 0) -> pd.DataFrame:
 def peak_rss(command: list[str]) -> tuple[float, float]:
     """(peak resident memory in bytes, wall seconds) of `command` run as a child process."""
     env = {**os.environ, "CAMEL_JAX_CACHE_DIR": "off"}
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{process.stderr.read() if process.stderr else ''}")
+    # stderr to a file, not a pipe: a child filling a pipe nobody reads (the progress bar, warnings) would block
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(command)} failed:\n{errors.read()}")
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     return usage.ru_maxrss * scale, wall
 
