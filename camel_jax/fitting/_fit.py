@@ -78,6 +78,15 @@ def objective(
     return value
 
 
+@eqx.filter_jit
+def evaluate(law: Any, inputs: tuple[Array, ...], batched: bool = False) -> Array:
+    """`law(*inputs)` (over the law's leading axis when `batched`), compiled: one program per law and shape
+    rather than one small program per operation of an eager evaluation."""
+    if batched:
+        return jax.vmap(lambda one: one(*inputs))(law)
+    return law(*inputs)
+
+
 class FitResult(eqx.Module):
     """Result of `fit`.
 
@@ -125,9 +134,7 @@ class FitResult(eqx.Module):
     def predict(self, *inputs: ArrayLike) -> Array:
         """Predictions of the best law at `inputs` ([P], or [T, P] for a fit over T targets)."""
         arrays = tuple(jnp.asarray(x) for x in inputs)
-        if self.n_targets is None:
-            return self.law(*arrays)
-        return jax.vmap(lambda law: law(*arrays))(self.law)
+        return evaluate(self.law, arrays, self.n_targets is not None)
 
     def identifiability(self, max_sd: float = 1.0) -> Identifiability | list[Identifiability]:
         """Which parameters of the best law the data determine (see `camel_jax.fitting._identify`): the standard

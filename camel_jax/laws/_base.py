@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -52,10 +53,8 @@ class AbstractLaw(eqx.Module):
 
     def batch_shape(self) -> tuple[int, ...]:
         """The leading batch axes of this law's leaves (restarts, resamples): () for a single law."""
-        single = jax.eval_shape(lambda: type(self).sample_init(jax.random.key(0), **self.structure()))
         mine = jax.tree.leaves(eqx.filter(self, eqx.is_array))[0]
-        one = jax.tree.leaves(single)[0]  # a ShapeDtypeStruct of the same first parameter
-        return tuple(mine.shape[: mine.ndim - one.ndim])
+        return tuple(mine.shape[: mine.ndim - _first_leaf_ndim(type(self), self.structure())])
 
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
         """Structure keywords that set this law's static units from the data to be fitted (e.g. the geometric mean
@@ -68,6 +67,28 @@ class AbstractLaw(eqx.Module):
         """(position of the model-size array in `inputs`, number of parameters that shape the size dependence),
         or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
         return None
+
+
+def _leaf_ndim(cls: type, structure: dict[str, Any]) -> int:
+    """The rank of the first array leaf of one unbatched law of class `cls` and `structure` (by tracing)."""
+    single = jax.eval_shape(lambda: cls.sample_init(jax.random.key(0), **structure))  # type: ignore[attr-defined]
+    return jax.tree.leaves(single)[0].ndim  # a ShapeDtypeStruct of the same first parameter
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_leaf_ndim(cls: type, items: tuple[tuple[str, Any], ...]) -> int:
+    return _leaf_ndim(cls, dict(items))
+
+
+def _first_leaf_ndim(cls: type, structure: dict[str, Any]) -> int:
+    """`_leaf_ndim`, traced once per class and structure (`batch_shape` is asked often, and tracing
+    `sample_init` each time showed in profiles); every time when a structure value is unhashable."""
+    items = tuple(sorted(structure.items()))
+    try:
+        hash(items)
+    except TypeError:
+        return _leaf_ndim(cls, structure)
+    return _cached_leaf_ndim(cls, items)
 
 
 def n_free_parameters(law: eqx.Module) -> int:

@@ -16,6 +16,7 @@ import functools
 import operator
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -88,15 +89,20 @@ def objective_draws(
     """
     if not pipelines.batch_shape:
         raise ValueError("objective draws need a batched Pipeline: fit it with `fit_pipeline(..., n_resamples=B)`")
+    if calibration is not None and calibration.log_scale:
+        raise ValueError("the pipeline's calibration must be in proxy-loss units (log_scale=False)")
     r = jnp.atleast_2d(jnp.asarray(r))
+    return _draws(pipelines, r, jnp.full(r.shape[0], float(size)), key, calibration)
+
+
+@eqx.filter_jit
+def _draws(pipelines: Pipeline, r: Array, M: Array, key: Array, calibration: Calibration | None) -> Array:
+    """`objective_draws` after its checks, compiled as one program."""
     K = r.shape[0]
-    M = jnp.full(K, float(size))
     names = [b for b, _ in pipelines.benchmark_weights]
     proxy = jax.vmap(lambda laws: jnp.stack([laws[b](r, M) for b in names]))(pipelines.loss_laws)  # [B, T, K]
     B = proxy.shape[0]
     if calibration is not None:
-        if calibration.log_scale:
-            raise ValueError("the pipeline's calibration must be in proxy-loss units (log_scale=False)")
         kl = jnp.broadcast_to(calibration.kappa_level, (len(names),))
         km = jnp.broadcast_to(calibration.kappa_mix, (len(names),))
         k_level, k_mix = jax.random.split(key)

@@ -146,18 +146,31 @@ class Pipeline(eqx.Module):
 
     def accuracy(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> dict[str, Array]:
         """Predicted accuracy per benchmark: {b: [P]} (or [B, P] for a batched pipeline)."""
-        if self.batch_shape:
-            return jax.vmap(lambda p: p.accuracy(r, size))(self)
-        out = {}
-        for b, _ in self.benchmark_weights:
-            law = self.benchmark_laws[b]
-            out[b] = law.from_proxy(self.loss_laws[b](r, size))
-        return out
+        return _accuracy(self, jnp.asarray(r), jnp.asarray(size), bool(self.batch_shape))
 
     def objective(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Array:
         """The weighted benchmark objective sum_b w_b Acc_b: [P] (or [B, P])."""
-        acc = self.accuracy(r, size)
-        return functools.reduce(operator.add, [w * acc[b] for b, w in self.benchmark_weights])
+        return _objective(self, jnp.asarray(r), jnp.asarray(size), bool(self.batch_shape))
+
+
+def _accuracy_of(pipeline: Pipeline, r: Array, size: Array, batched: bool) -> dict[str, Array]:
+    if batched:
+        return jax.vmap(lambda one: _accuracy_of(one, r, size, False))(pipeline)
+    laws, proxies = pipeline.benchmark_laws, pipeline.loss_laws
+    return {b: laws[b].from_proxy(proxies[b](r, size)) for b, _ in pipeline.benchmark_weights}
+
+
+@eqx.filter_jit
+def _accuracy(pipeline: Pipeline, r: Array, size: Array, batched: bool) -> dict[str, Array]:
+    """`Pipeline.accuracy`, compiled (one program per pipeline and shape, not one per eager operation)."""
+    return _accuracy_of(pipeline, r, size, batched)
+
+
+@eqx.filter_jit
+def _objective(pipeline: Pipeline, r: Array, size: Array, batched: bool) -> Array:
+    """`Pipeline.objective`, compiled."""
+    acc = _accuracy_of(pipeline, r, size, batched)
+    return functools.reduce(operator.add, [w * acc[b] for b, w in pipeline.benchmark_weights])
 
 
 # The loss-to-benchmark fit: least squares on accuracies in [0, 1] (Huber with delta=1.0 on plain residuals); the
