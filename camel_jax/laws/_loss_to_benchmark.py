@@ -52,8 +52,8 @@ class LossToBenchmark(AbstractLaw):
     vary by a small spread s around it, so in k and B the fit's valley is long and thin: raising every k by a
     little moves k . L by 3 times as much, which B must undo. The law is therefore stored as its intercept at the
     center, B_c = B + k . c, and its weights in units of 1 / s (k = k_param^2 / s when monotone): the same
-    function, with the level and the slopes decoupled. `center` c (the data's mean losses, to a tenth of the spread;
-    None: 0) and `loss_spread` s (a power of ten near the losses' standard deviation) are static units, set from
+    function, with the level and the slopes decoupled. `center` c (the data's mean losses, rounded to ten times the
+    spread; None: 0) and `loss_spread` s (a power of ten near the losses' standard deviation) are static units, set from
     the data by `fit` (`with_data_scales`); `params()` and `from_params` speak the paper's k, A, B, C.
 
     **Arguments** (`__call__`): `losses` [P, V]. **Returns**: accuracy [P].
@@ -173,17 +173,25 @@ class LossToBenchmark(AbstractLaw):
             loss_spread=spread,
         )
 
+    def in_units(self, center: Any, loss_spread: float) -> LossToBenchmark:
+        """The same function (batch axes kept) stored in other units, e.g. to stack laws fitted on different
+        losses, whose data-set units differ."""
+        return LossToBenchmark.from_params(**self.params(), monotone=self.monotone, center=center,
+                                           loss_spread=loss_spread)  # fmt: skip
+
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, Any]:
-        """The units of a fit: the losses' mean to a tenth of their spread (`center`) and the power of ten nearest their
-        typical standard deviation (`loss_spread`), so that starts and conditioning do not depend on the losses'
-        level or units."""
+        """The units of a fit: the losses' mean rounded to ten times their spread (`center`) and the power of ten
+        nearest their typical standard deviation (`loss_spread`), so that starts and conditioning do not depend on
+        the losses' level or units."""
         L = np.asarray(inputs[0], dtype=np.float64)
         finite = np.all(np.isfinite(L), axis=-1)
         if L.ndim != 2 or finite.sum() < 2:
             return {}
         L = L[finite]
         spread = data_scale(L.std(axis=0))
-        unit = spread / 10.0  # the center to a tenth of the spread: static, and the same in any units
+        # the center to ten times the spread (3.43 nats -> 3.0 at a spread of 0.1): coarse, so that fits on other
+        # draws of similar losses (bootstrap, repeats, budgets) share the units and so one compiled program
+        unit = 10.0 * spread
         return {"center": tuple(float(x) for x in np.round(L.mean(axis=0) / unit) * unit), "loss_spread": spread}
 
     def structure(self) -> dict[str, Any]:

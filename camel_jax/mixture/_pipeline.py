@@ -146,30 +146,30 @@ class Pipeline(eqx.Module):
 
     def accuracy(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> dict[str, Array]:
         """Predicted accuracy per benchmark: {b: [P]} (or [B, P] for a batched pipeline)."""
-        return _accuracy(self, jnp.asarray(r), jnp.asarray(size), bool(self.batch_shape))
+        return _accuracy(self, jnp.asarray(r), jnp.asarray(size), len(self.batch_shape))
 
     def objective(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Array:
         """The weighted benchmark objective sum_b w_b Acc_b: [P] (or [B, P])."""
-        return _objective(self, jnp.asarray(r), jnp.asarray(size), bool(self.batch_shape))
+        return _objective(self, jnp.asarray(r), jnp.asarray(size), len(self.batch_shape))
 
 
-def _accuracy_of(pipeline: Pipeline, r: Array, size: Array, batched: bool) -> dict[str, Array]:
-    if batched:
-        return jax.vmap(lambda one: _accuracy_of(one, r, size, False))(pipeline)
+def _accuracy_of(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> dict[str, Array]:
+    if batch_axes:
+        return jax.vmap(lambda one: _accuracy_of(one, r, size, batch_axes - 1))(pipeline)
     laws, proxies = pipeline.benchmark_laws, pipeline.loss_laws
     return {b: laws[b].from_proxy(proxies[b](r, size)) for b, _ in pipeline.benchmark_weights}
 
 
 @eqx.filter_jit
-def _accuracy(pipeline: Pipeline, r: Array, size: Array, batched: bool) -> dict[str, Array]:
+def _accuracy(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> dict[str, Array]:
     """`Pipeline.accuracy`, compiled (one program per pipeline and shape, not one per eager operation)."""
-    return _accuracy_of(pipeline, r, size, batched)
+    return _accuracy_of(pipeline, r, size, batch_axes)
 
 
 @eqx.filter_jit
-def _objective(pipeline: Pipeline, r: Array, size: Array, batched: bool) -> Array:
+def _objective(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> Array:
     """`Pipeline.objective`, compiled."""
-    acc = _accuracy_of(pipeline, r, size, batched)
+    acc = _accuracy_of(pipeline, r, size, batch_axes)
     return functools.reduce(operator.add, [w * acc[b] for b, w in pipeline.benchmark_weights])
 
 
