@@ -148,9 +148,13 @@ SHARDED = textwrap.dedent(
     kw = dict(key=jax.random.key(2), n_resamples=30, restarts=4, progress=False)
     sharded = cj.bootstrap(true, (x,), y, **kw)
     single = cj.bootstrap(true, (x,), y, **kw, devices=jax.devices()[:1])
-    np.testing.assert_allclose(sharded.objectives, single.objectives, rtol=1e-10)
+    assert bool(np.all(sharded.converged)) and bool(np.all(single.converged))
+    np.testing.assert_allclose(sharded.objectives, single.objectives, rtol=1e-12)
+    # Each resample's parameters are determined to the solver's tolerance, not to the last bit: the lanes of a chunk
+    # are one solve (finished lanes set aside), whose rounding depends on how many lanes a device holds, and a
+    # converged lane can stop elsewhere within its tolerance (measured: 1.5e-8 relative; objectives 1e-14).
     for u, v in zip(jax.tree.leaves(sharded.laws), jax.tree.leaves(single.laws)):
-        np.testing.assert_allclose(u, v, rtol=1e-10)
+        np.testing.assert_allclose(u, v, rtol=1e-6)
     print("SHARDED-OK")
     """
 )

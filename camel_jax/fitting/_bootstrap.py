@@ -296,19 +296,19 @@ def _run_chunks(pieces, plan, W, keys, starts, arrays, y, options, progress) -> 
 
 @eqx.filter_jit
 def _bootstrap_chunk(starts, keys, inputs, y, W, options) -> _Best:
-    """One chunk of resamples: each row of W is a fit from its own starts, its best start kept."""
-
-    def one(key, w):
-        lanes = jax.tree.map(lambda leaf: leaf[0], solve_targets(starts(key), inputs, y[None], w[None], options))
-        return _Best(
-            lanes.law,
-            lanes.take_best(lanes.objectives),
-            lanes.take_best(lanes.converged),
-            jnp.sum(~lanes.finite),
-            lanes.take_best(lanes.status),
-        )
-
-    return jax.vmap(one)(keys, W)
+    """One chunk of resamples: each row of W is a fit from its own starts, its best start kept. The starts of all
+    the chunk's resamples are lanes of one solve (`solve_targets` with a target per resample), so that the lanes
+    that finish are set aside together and the chunk's time follows its typical lane, not its slowest."""
+    per_resample = jax.vmap(starts)(keys)
+    Y = jnp.broadcast_to(y, W.shape)
+    lanes = solve_targets(per_resample, inputs, Y, W, options, per_target=True)
+    return _Best(
+        lanes.law,
+        lanes.take_best(lanes.objectives),
+        lanes.take_best(lanes.converged),
+        jnp.sum(~lanes.finite, axis=-1),
+        lanes.take_best(lanes.status),
+    )
 
 
 # Working memory a bootstrap chunk may take when `chunk_size=None` (the process's own, about 250 MB, comes on top).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import equinox as eqx
@@ -21,6 +22,8 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from ..laws._base import count
+from ..solver import _lbfgs as lbfgs
+from ..solver import _newton as newton
 from ..solver._checks import (
     check_inits,
     check_inputs,
@@ -31,8 +34,8 @@ from ..solver._checks import (
     warn_design,
 )
 from ..solver._implicit import implicit_solution
-from ..solver._lbfgs import minimize
-from ..solver._newton import polish
+from ..solver._lanes import lane_width, run_lanes
+from ..solver._lbfgs import Solution
 from ..solver._options import FitOptions, Status
 from ..solver._residuals import residuals
 from ._identify import Identifiability, identifiability
@@ -279,14 +282,14 @@ class Lanes(eqx.Module):
 
 
 # --- issue 32: implicit derivatives of a fit (the one hook; re-apply after reworking the solver) ---------------
-def _solve_one_target(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
-    """Optimize R starts (a batched law) on one target: L-BFGS from each start, then a damped-Newton finish of
-    every start; derivatives by the implicit function theorem at each start's optimum (`_implicit`), never through
-    the solver's loops, which see constants."""
+def _solve_and_differentiate(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions) -> Lanes:
+    """Optimize the starts [T, R] of T targets: L-BFGS from each start, then a damped-Newton finish of every start;
+    derivatives by the implicit function theorem at each start's optimum (`_implicit`), never through the solver's
+    loops, which see constants."""
     params, structure = eqx.partition(starts, eqx.is_array)
-    constant = jax.lax.stop_gradient((params, inputs, y, w))
+    constant = jax.lax.stop_gradient((params, inputs, Y, W))
     solved = _solve_lanes(eqx.combine(constant[0], structure), *constant[1:], options)
-    return differentiable_lanes(solved, inputs, y, w, options)
+    return jax.vmap(lambda lanes, y, w: differentiable_lanes(lanes, inputs, y, w, options))(solved, Y, W)
 
 
 # --- end of the issue 32 hook ----------------------------------------------------------------------------------
@@ -316,31 +319,55 @@ def differentiable_lanes(lanes: Any, inputs: tuple[Array, ...], y: Array, weight
     return eqx.tree_at(lambda lanes: (lanes.laws, lanes.objectives), lanes, (laws, values))
 
 
-def _solve_lanes(starts: Any, inputs: tuple[Array, ...], y: Array, w: Array, options: FitOptions) -> Lanes:
-    """Optimize R starts (a batched law) on one target: L-BFGS from each start, then a damped-Newton finish of
-    every start, whose status is the start's (see `_newton`)."""
+# Iterations a lane is advanced per round when the lanes are compacted (`solver._lanes.run_lanes`): short enough
+# that a round's slowest lane wastes little, long enough that the rounds' fixed cost stays small.
+ROUND_STEPS = 50
+ROUND_NEWTON_STEPS = 4
+
+
+def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions) -> Lanes:
+    """Optimize the starts [T, R] (a batched law) of T targets (rows of Y, W): L-BFGS from each start, then a
+    damped-Newton finish of every start, whose status is the start's (see `_newton`). The T x R starts are lanes
+    of one solve, so that the finished lanes of every target are set aside together (`solver._lanes`)."""
     params, static = eqx.partition(starts, eqx.is_array)
-    _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0], params))
-    flat = jax.vmap(lambda p: ravel_pytree(p)[0])(params)
-    tol = options.gradient_tolerance(w, y)
+    _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0, 0], params))
+    flat = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(params)  # [T, R, d]
 
-    def loss(x: Array) -> Array:
-        return objective(eqx.combine(unravel(x), static), inputs, y, w, options)
+    def loss(x: Array, data: tuple[Array, Array, Array]) -> Array:
+        """The objective of a lane whose target's (y, weights, tolerance) are `data`."""
+        return objective(eqx.combine(unravel(x), static), inputs, data[0], data[1], options)
 
-    if options.prescreen is not None and options.prescreen < flat.shape[0]:
-        values = jax.vmap(loss)(flat)
+    if options.prescreen is not None and options.prescreen < flat.shape[1]:
+        values = jax.vmap(lambda xs, y, w: jax.vmap(lambda x: loss(x, (y, w, None)))(xs))(flat, Y, W)
         _, kept = jax.lax.top_k(-jnp.where(jnp.isfinite(values), values, jnp.inf), options.prescreen)
-        flat = flat[kept]
-    handoff = options.handoff_tolerance(y.dtype)
-    solution = over_starts(
-        lambda x0: minimize(loss, x0, max_steps=options.max_steps, tol=tol, handoff=handoff), flat, y.shape[-1]
-    )
+        flat = jnp.take_along_axis(flat, kept[..., None], axis=1)
+    T, R, d = flat.shape
+    # each lane carries its target's data: rows of Y and W repeated per start, and the target's tolerance
+    tol = jax.vmap(options.gradient_tolerance)(W, Y)
+    data = tuple(jnp.repeat(a, R, axis=0) for a in (Y, W, tol))
+    width = lane_width(T * R, starts_side_by_side(Y.shape[-1], flat.dtype.itemsize), options.lanes)
+    solution = _lbfgs_lanes(loss, flat.reshape(T * R, d), data, options, width)
     if options.polish > 0:
-        solution = _finish(loss, solution, options.polish, tol, y.shape[-1])
+        solution = _finish(loss, solution, data, options.polish, Y.shape[-1], width)
+    solution = jax.tree.map(lambda leaf: leaf.reshape((T, R) + leaf.shape[1:]), solution)
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
-    best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf))
-    laws = eqx.combine(jax.vmap(unravel)(solution.x), static)
+    best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf), axis=-1)
+    laws = eqx.combine(jax.vmap(jax.vmap(unravel))(solution.x), static)
     return Lanes(laws, solution.f, solution.n_steps, solution.grad_norm, solution.status, best)
+
+
+def _lbfgs_lanes(loss: Any, X: Array, data: Any, options: FitOptions, width: int) -> Solution:
+    """L-BFGS (`_lbfgs`) from every row of X, lane i minimizing `loss(., data[i])`, `width` lanes at a time."""
+    max_steps, handoff = options.max_steps, options.handoff_tolerance(X.dtype)
+    steps = max_steps if width >= X.shape[0] else min(ROUND_STEPS, max_steps)
+
+    def advance(carry: Any, lane: Any) -> Any:
+        return lbfgs.advance(partial(loss, data=lane), carry, steps=steps, max_steps=max_steps, tol=lane[2],
+                             handoff=handoff)  # fmt: skip
+
+    carry = jax.vmap(lambda x, lane: lbfgs.start(partial(loss, data=lane), x, lane[2]))(X, data)
+    carry = run_lanes(advance, carry, data, lambda c: lbfgs.running(c, max_steps), width)
+    return jax.vmap(lambda c: lbfgs.solution(c, max_steps))(carry)
 
 
 # Memory a start holds per data point while it is solved (the objective, its gradient and Hessian-vector products,
@@ -356,24 +383,26 @@ def start_bytes(points: int, itemsize: int = 8) -> int:
 
 
 def starts_side_by_side(points: int, itemsize: int = 8) -> int:
-    """How many starts `over_starts` solves at once on `points` data points (at least one): all of them on small
+    """How many starts (lanes) are solved at once on `points` data points (at least one): all of them on small
     tables, a few on large ones (100,000 points and 32 starts side by side took 3 GB; one at a time, 0.9 GB)."""
     return max(1, START_MEMORY_BYTES // start_bytes(points, itemsize))
 
 
-def over_starts(solve: Any, starts: Array, points: int) -> Any:
-    """`jax.vmap(solve)(starts)`, or `jax.lax.map` in batches of `starts_side_by_side(points)` starts when that is
-    fewer than all of them. Each start's result is the same either way."""
-    batch = starts_side_by_side(points, starts.dtype.itemsize)
-    return jax.vmap(solve)(starts) if batch >= starts.shape[0] else jax.lax.map(solve, starts, batch_size=batch)
-
-
-def _finish(loss, solution, max_steps: int, tol: Array, points: int):
-    """Damped Newton from every L-BFGS end point (vmapped; see `_newton`): it takes a point near an optimum to
-    the first-order tolerance in a few steps where L-BFGS crawls. A non-finite lane is left alone; otherwise the
-    Newton status is the lane's (a lane L-BFGS already converged is CONVERGED at Newton's first check)."""
+def _finish(loss: Any, solution: Solution, data: Any, max_steps: int, points: int, width: int) -> Solution:
+    """Damped Newton from every L-BFGS end point (see `_newton`), `width` lanes at a time: it takes a point near an
+    optimum to the first-order tolerance in a few steps where L-BFGS crawls. A non-finite lane is left alone;
+    otherwise the Newton status is the lane's (a lane L-BFGS already converged is CONVERGED at Newton's first
+    check)."""
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
-    polished = over_starts(lambda x: polish(loss, x, max_steps=max_steps, tol=tol, points=points), solution.x, points)
+    steps = max_steps if width >= solution.x.shape[0] else min(ROUND_NEWTON_STEPS, max_steps)
+
+    def advance(state: Any, lane: Any) -> Any:
+        return newton.advance(partial(loss, data=lane), state, steps=steps, max_steps=max_steps, tol=lane[2],
+                              points=points)  # fmt: skip
+
+    state = jax.vmap(lambda x, lane: newton.start(partial(loss, data=lane), x, lane[2]))(solution.x, data)
+    state = run_lanes(advance, state, data, lambda s: newton.running(s, max_steps), width)
+    polished = jax.vmap(newton.solution)(state)
     keep = ~finite
 
     def pick(new, old):
@@ -407,9 +436,11 @@ def solve_targets(
     """Fit T targets (rows of Y, W) from `starts`: a batched law [R] shared by every target, or, with `per_target`,
     [T, R] (each target its own starts). Pure and traceable: `fit_arrays`, `bootstrap` and the extrapolation
     protocol all compile this function."""
-    if per_target:
-        return jax.vmap(lambda s, y, w: _solve_one_target(s, inputs, y, w, options))(starts, Y, W)
-    return jax.vmap(lambda y, w: _solve_one_target(starts, inputs, y, w, options))(Y, W)
+    if not per_target:
+        params, static = eqx.partition(starts, eqx.is_array)
+        shared = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (Y.shape[0],) + leaf.shape), params)
+        starts = eqx.combine(shared, static)
+    return _solve_and_differentiate(starts, inputs, Y, W, options)
 
 
 def batch_axes(law: Any, batched: Any) -> int:
@@ -611,7 +642,7 @@ def fit(
       With `y` [T, P], inits with two leading axes [T, R] give each target its own starts (e.g. warm starts).
     - `weights`: per-point weights >= 0 ([P] or [T, P]); zero-weight points contribute exactly 0.
     - `options`: a `FitOptions` (objective and solver: `max_steps`, `tol`, `polish`, `delta`, `log_residuals`,
-      `reduction`, `penalty`, `prescreen`); default `FitOptions()`.
+      `reduction`, `penalty`, `prescreen`, `lanes`); default `FitOptions()`.
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
     - `names`: the mixture columns of `inputs[0]`, in order (e.g. `data.mixture_columns`); kept in the result
       (`FitResult.names`) and its saved file, so that tables are later matched by name. Default None.

@@ -98,25 +98,39 @@ def _shrink(state: _State, f_try: Array, finite: Array, slope: Array) -> Array:
     return jnp.where(finite & (curvature > 0), jnp.clip(quad, 0.1 * state.step, 0.5 * state.step), 0.1 * state.step)
 
 
-def minimize(
-    fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float | Array, handoff: float
-) -> Solution:
-    """Minimize `fun` from `x0` by L-BFGS; vmappable over `x0` (and over data closed over by `fun`).
+class Carry(NamedTuple):
+    """One lane's L-BFGS state between rounds (see `advance`): the state and its count of small decreases."""
 
-    Stops a lane when the gradient's inf-norm falls to `tol` (`CONVERGED`), when the relative decrease of two
-    accepted steps in a row falls to `handoff` (`SLOW`: progress too slow for L-BFGS, not a convergence; `fit`
-    hands such lanes to Newton), when no decrease can be found even along steepest descent (`STALLED`: an optimum
-    to working precision), when the start is non-finite (`NONFINITE`), or after `max_steps` evaluations.
-    """
+    state: _State
+    small: Int[Array, ""]
+
+
+def start(fun: Callable[[Array], Array], x0: Float[Array, " d"], tol: float | Array) -> Carry:
+    """The L-BFGS carry at `x0` (see `minimize`)."""
+    lbfgs = optax.scale_by_lbfgs(memory_size=_MEMORY)
+    return Carry(_init(jax.value_and_grad(fun), lbfgs, x0, tol), jnp.array(0))
+
+
+def running(carry: Carry, max_steps: int) -> Array:
+    """Whether the lane has not stopped yet (status RUNNING and under the step cap)."""
+    return (carry.state.status == RUNNING) & (carry.state.n_steps < max_steps)
+
+
+def advance(
+    fun: Callable[[Array], Array], carry: Carry, *, steps: int, max_steps: int, tol: float | Array, handoff: float
+) -> Carry:
+    """At most `steps` more L-BFGS iterations of one lane (vmappable); a lane that stopped is returned unchanged.
+    Rounds of `advance` give exactly the iterates of one uninterrupted run (`minimize`), so that lanes can be
+    advanced a round at a time and the finished ones set aside (`solver._lanes.run_lanes`)."""
     value_and_grad = jax.value_and_grad(fun)
     lbfgs = optax.scale_by_lbfgs(memory_size=_MEMORY)
-    one = jnp.ones((), x0.dtype)
+    one = jnp.ones((), carry.state.x.dtype)
 
-    def cond(carry):
-        return (carry[0].status == RUNNING) & (carry[0].n_steps < max_steps)
+    def cond(loop):
+        return running(loop[0], max_steps) & (loop[1] < steps)
 
-    def body(carry):
-        state, small = carry
+    def body(loop):
+        (state, small), done = loop
         slope = jnp.vdot(state.g, state.direction)
         x_try = state.x + state.step * state.direction
         f_try, g_try = value_and_grad(x_try)
@@ -156,8 +170,29 @@ def minimize(
             n_steps=state.n_steps + 1,
             status=jnp.where(accept, status_acc, status_rej),
         )
-        return new, jnp.where(accept, small_acc, small)
+        return Carry(new, jnp.where(accept, small_acc, small)), done + 1
 
-    state, _ = jax.lax.while_loop(cond, body, (_init(value_and_grad, lbfgs, x0, tol), jnp.array(0)))
+    carry, _ = jax.lax.while_loop(cond, body, (carry, jnp.array(0)))
+    return carry
+
+
+def solution(carry: Carry, max_steps: int) -> Solution:
+    """The lane's result once it stopped: a lane still RUNNING at the step cap is MAX_STEPS."""
+    state = carry.state
     status = jnp.where((state.status == RUNNING) & (state.n_steps >= max_steps), MAX_STEPS, state.status)
     return Solution(state.x, state.f, jnp.max(jnp.abs(state.g)), state.n_steps, status)
+
+
+def minimize(
+    fun: Callable[[Array], Array], x0: Float[Array, " d"], *, max_steps: int, tol: float | Array, handoff: float
+) -> Solution:
+    """Minimize `fun` from `x0` by L-BFGS; vmappable over `x0` (and over data closed over by `fun`).
+
+    Stops a lane when the gradient's inf-norm falls to `tol` (`CONVERGED`), when the relative decrease of two
+    accepted steps in a row falls to `handoff` (`SLOW`: progress too slow for L-BFGS, not a convergence; `fit`
+    hands such lanes to Newton), when no decrease can be found even along steepest descent (`STALLED`: an optimum
+    to working precision), when the start is non-finite (`NONFINITE`), or after `max_steps` evaluations.
+    The same as `start`, then `advance` until it stops, then `solution`.
+    """
+    carry = advance(fun, start(fun, x0, tol), steps=max_steps, max_steps=max_steps, tol=tol, handoff=handoff)
+    return solution(carry, max_steps)

@@ -60,32 +60,40 @@ def hessian(fun: Callable[[Array], Array], points: int | None = None) -> Callabl
     return matrix
 
 
-def polish(
-    fun: Callable[[Array], Array],
-    x0: Float[Array, " d"],
-    *,
-    max_steps: int,
-    tol: float | Array,
-    points: int | None = None,
-) -> Solution:
-    """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` (CONVERGED: the first-order
-    conditions hold), when even a heavily damped step cannot lower `fun` or two accepted steps in a row lower it by
-    at most 100 machine epsilons (relative) (STALLED: optimal to working precision), or after `max_steps` Hessians
-    (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE). `points`: the data size `fun` sums over,
-    which sets how the Hessian is built (see `hessian`)."""
-    value_and_grad = jax.value_and_grad(fun)
-    hess = hessian(fun, points)
-    precision = _PRECISION * float(jnp.finfo(x0.dtype).eps)
-    f0, g0 = value_and_grad(x0)
+def start(fun: Callable[[Array], Array], x0: Float[Array, " d"], tol: float | Array) -> _State:
+    """The Newton state at `x0`: NONFINITE at a non-finite start, CONVERGED at one that meets `tol` already."""
+    f0, g0 = jax.value_and_grad(fun)(x0)
     finite0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
     status0 = jnp.where(finite0, RUNNING, NONFINITE)
     status0 = jnp.where(finite0 & (jnp.max(jnp.abs(g0)) <= tol), CONVERGED, status0)
-    state = _State(x0, f0, g0, jnp.asarray(_DAMPING_START, x0.dtype), jnp.array(0), status0, jnp.array(0))
+    return _State(x0, f0, g0, jnp.asarray(_DAMPING_START, x0.dtype), jnp.array(0), status0, jnp.array(0))
 
-    def cond(state: _State) -> Array:
-        return (state.status == RUNNING) & (state.n_steps < max_steps)
 
-    def body(state: _State) -> _State:
+def running(state: _State, max_steps: int) -> Array:
+    """Whether the lane has not stopped yet (status RUNNING and under the step cap)."""
+    return (state.status == RUNNING) & (state.n_steps < max_steps)
+
+
+def advance(
+    fun: Callable[[Array], Array],
+    state: _State,
+    *,
+    steps: int,
+    max_steps: int,
+    tol: float | Array,
+    points: int | None = None,
+) -> _State:
+    """At most `steps` more Newton steps of one lane (vmappable); rounds of it give the iterates of one
+    uninterrupted `polish` (see `_lbfgs.advance`)."""
+    value_and_grad = jax.value_and_grad(fun)
+    hess = hessian(fun, points)
+    precision = _PRECISION * float(jnp.finfo(state.x.dtype).eps)
+
+    def cond(loop) -> Array:
+        return running(loop[0], max_steps) & (loop[1] < steps)
+
+    def body(loop):
+        state, done = loop
         eigenvalues, vectors = jnp.linalg.eigh(hess(state.x))
         magnitude = jnp.abs(eigenvalues)
         scale = jnp.maximum(jnp.max(magnitude), jnp.finfo(state.x.dtype).tiny)
@@ -98,7 +106,7 @@ def polish(
         small = jnp.where(accept, small_decrease_count(state.f, f_try, state.small, precision), state.small)
         status = jnp.where((small >= 2) | (~accept & (damping > _DAMPING_GIVE_UP)), STALLED, RUNNING)
         status = jnp.where(jnp.max(jnp.abs(g)) <= tol, CONVERGED, status)
-        return _State(
+        new = _State(
             x=jnp.where(accept, x_try, state.x),
             f=jnp.where(accept, f_try, state.f),
             g=g,
@@ -107,7 +115,30 @@ def polish(
             status=status,
             small=small,
         )
+        return new, done + 1
 
-    state = jax.lax.while_loop(cond, body, state)
+    state, _ = jax.lax.while_loop(cond, body, (state, jnp.array(0)))
+    return state
+
+
+def solution(state: _State) -> Solution:
+    """The lane's result once it stopped: a lane still RUNNING (at the step cap) is MAX_STEPS."""
     status = jnp.where(state.status == RUNNING, MAX_STEPS, state.status)
     return Solution(state.x, state.f, jnp.max(jnp.abs(state.g)), state.n_steps, status)
+
+
+def polish(
+    fun: Callable[[Array], Array],
+    x0: Float[Array, " d"],
+    *,
+    max_steps: int,
+    tol: float | Array,
+    points: int | None = None,
+) -> Solution:
+    """Damped Newton from `x0`; vmappable. Stops at a gradient inf-norm <= `tol` (CONVERGED: the first-order
+    conditions hold), when even a heavily damped step cannot lower `fun` or two accepted steps in a row lower it by
+    at most 100 machine epsilons (relative) (STALLED: optimal to working precision), or after `max_steps` Hessians
+    (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE). `points`: the data size `fun` sums over,
+    which sets how the Hessian is built (see `hessian`). The same as `start`, `advance` until it stops, `solution`."""
+    state = start(fun, x0, tol)
+    return solution(advance(fun, state, steps=max_steps, max_steps=max_steps, tol=tol, points=points))
