@@ -333,7 +333,7 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, opt
     _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0, 0], params))
     flat = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(params)  # [T, R, d]
 
-    def loss(x: Array, data: tuple[Array, Array, Array]) -> Array:
+    def loss(x: Array, data: tuple[Any, ...]) -> Array:
         """The objective of a lane whose target's (y, weights, tolerance) are `data`."""
         return objective(eqx.combine(unravel(x), static), inputs, data[0], data[1], options)
 
