@@ -40,7 +40,7 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
 # version-1 files). 3: SODMAdditive's, SODMJoint's, DML's and Chinchilla's well-posed coordinates (version-1 and -2
 # files are converted on load).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000

@@ -64,16 +64,46 @@ def _bounds(tied: bool, alpha_bounds: Any, beta_bounds: Any) -> tuple[Any, Any]:
     return alpha_bounds, beta_bounds
 
 
-def beta_value(raw: Array, bounds: tuple[float, float] | None) -> Array:
-    """beta = raw^2 (beta >= 0, and beta = 0 a regular point), or within `bounds` by a sigmoid."""
-    return raw * raw if bounds is None else positive(raw, bounds)
+def resolve_beta_max(beta_max: Any, tied: bool, capacity_exponent: float, beta_bounds: Any = None) -> float | None:
+    """The upper bound on beta a tied law is fitted within: "auto" is `capacity_exponent` for a tied law (domain
+    exponents a_i = beta_i / c <= 1, so alpha_i <= 1/2) and None (no bound) for a free law or one with
+    `beta_bounds`; a number is that bound; None drops it."""
+    if isinstance(beta_max, str):
+        if beta_max != "auto":
+            raise ValueError(f"`beta_max` must be 'auto', a number > 0 or None; got {beta_max!r}")
+        return float(capacity_exponent) if tied and beta_bounds is None else None
+    if beta_max is None:
+        return None
+    if beta_bounds is not None:
+        raise ValueError("give `beta_bounds` or `beta_max`, not both")
+    return positive_number(beta_max, "beta_max")
 
 
-def beta_inverse(beta: Array, bounds: tuple[float, float] | None) -> Array:
+def beta_value(raw: Array, bounds: tuple[float, float] | None, beta_max: float | None = None) -> Array:
+    """beta = raw^2 (beta >= 0, and beta = 0 a regular point); with `beta_max`, beta_max sin(raw)^2, where both
+    ends of [0, beta_max] are regular points (a fit can stop at the bound, where the data push beta outward,
+    instead of running to infinity); or within `bounds` by a sigmoid."""
+    if bounds is not None:
+        return positive(raw, bounds)
+    if beta_max is not None:
+        return beta_max * jnp.sin(raw) ** 2
+    return raw * raw
+
+
+def beta_inverse(beta: Array, bounds: tuple[float, float] | None, beta_max: float | None = None) -> Array:
     if bounds is None:
-        if not isinstance(beta, jax.core.Tracer) and np.any(np.asarray(beta) < 0):
-            raise ValueError(f"parameter `beta` must be >= 0; got {np.asarray(beta)}")
-        return jnp.sqrt(beta)
+        if not isinstance(beta, jax.core.Tracer):
+            value = np.asarray(beta)
+            if np.any(value < 0):
+                raise ValueError(f"parameter `beta` must be >= 0; got {value}")
+            if beta_max is not None and np.any(value > beta_max * (1 + 1e-12)):
+                raise ValueError(
+                    f"parameter `beta` = {value} exceeds `beta_max` = {beta_max} (by default the capacity exponent: "
+                    "domain exponents beta / c <= 1); pass beta_max=None (or a larger bound) to allow it"
+                )
+        if beta_max is None:
+            return jnp.sqrt(beta)
+        return jnp.arcsin(jnp.sqrt(jnp.clip(beta / beta_max, 0.0, 1.0)))
     return positive_inverse(beta, bounds, "beta")
 
 
@@ -108,7 +138,12 @@ class CAMEL(AbstractLaw):
     t, K, alpha, beta, C in the user's units (K is infinite and C minus infinite in the log-law limit);
     `log_limit_params()` the finite coordinates.
 
-    `beta_bounds=(lo, hi)` (tied law) holds beta in a box by a sigmoid instead.
+    **Bound** (tied law, the default problem): the domain exponents a_i = beta_i / c are held in [0, 1]
+    (`beta_max` = c, so alpha_i <= 1/2), by beta_i = beta_max sin(raw_i)^2, where both ends are regular points: a
+    start whose data want an ever sharper size term (K -> 0 with beta -> infinity, a term that only the smallest
+    runs see) stops at the bound instead of running to the step cap. `beta_max=None` drops the bound, a number
+    sets another one (the free law has none unless given). `beta_bounds=(lo, hi)` (tied law) holds beta in a box by
+    a sigmoid instead.
 
     **Arguments** (`__call__`):
     - `r`: mixtures, [P, n], rows on the simplex (zero weights allowed).
@@ -130,6 +165,7 @@ class CAMEL(AbstractLaw):
     alpha_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
     beta_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
     loss_scale: float = eqx.field(static=True, default=1.0)
+    beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (files of format <= 3)
 
     @property
     def t(self) -> Array:
@@ -147,7 +183,7 @@ class CAMEL(AbstractLaw):
 
     @property
     def beta(self) -> Array:
-        return beta_value(self.raw_beta, self.beta_bounds)
+        return beta_value(self.raw_beta, self.beta_bounds, self.beta_max)
 
     @property
     def ratio(self) -> Array:
@@ -213,10 +249,11 @@ class CAMEL(AbstractLaw):
         alpha_bounds: tuple[float, float] | None = None,
         beta_bounds: tuple[float, float] | None = None,
         loss_scale: float = 1.0,
+        beta_max: float | str | None = "auto",
     ) -> CAMEL:
         """Build from the paper's constrained values (K > 0, beta > 0). When `tied`, `alpha` is derived from
         `beta`; passing it is allowed only if it agrees (so that `from_params(**law.params(), tied=True)`
-        round-trips)."""
+        round-trips). `beta_max`: see `sample_init` (a tied law's beta must be <= it)."""
         if tied and alpha is not None and not isinstance(alpha, jax.core.Tracer):
             if not jnp.allclose(jnp.asarray(alpha), tied_alpha(jnp.asarray(beta), capacity_exponent), rtol=1e-8):
                 raise ValueError(
@@ -226,6 +263,7 @@ class CAMEL(AbstractLaw):
         if not tied and alpha is None:
             raise ValueError("`alpha` is required when tied=False")
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
+        beta_max = resolve_beta_max(beta_max, tied, capacity_exponent, beta_bounds)
         size_scale = positive_number(size_scale, "size_scale")
         loss_scale = positive_number(loss_scale, "loss_scale")
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0}
@@ -241,7 +279,7 @@ class CAMEL(AbstractLaw):
         else:
             positive_inverse(p["alpha"], None, "alpha")
             raw_alpha = jnp.sqrt(p["alpha"] / p["beta"])
-        raw_beta = beta_inverse(p["beta"], beta_bounds)
+        raw_beta = beta_inverse(p["beta"], beta_bounds, beta_max)
         return cls(
             t_roots=simplex_roots(p["t"], axis=-2, name="t"),
             root_b=jnp.sqrt(K_unit * p["beta"]),
@@ -254,6 +292,7 @@ class CAMEL(AbstractLaw):
             alpha_bounds=alpha_bounds,
             beta_bounds=beta_bounds,
             loss_scale=loss_scale,
+            beta_max=beta_max,
         )
 
     @classmethod
@@ -269,17 +308,22 @@ class CAMEL(AbstractLaw):
         alpha_bounds: tuple[float, float] | None = None,
         beta_bounds: tuple[float, float] | None = None,
         loss_scale: float = 1.0,
+        beta_max: float | str | None = "auto",
     ) -> CAMEL:
         """A random start in the law's units (`loss_scale`, `size_scale`): profiles near uniform, the level C1 in
-        [0.8, 1.2], slopes b in [0.003, 0.3], beta in [0.05, 1.5] and (free law) alpha / beta in [0.1, 3]."""
+        [0.8, 1.2], slopes b in [0.003, 0.3], beta in [0.05, 1.5] (at most 0.9 `beta_max`) and (free law)
+        alpha / beta in [0.1, 3]. `beta_max`: the upper bound on beta ("auto": the capacity exponent for a tied
+        law, none for a free one; None: no bound)."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         k_t, k_b, k_a, k_beta, k_C = jax.random.split(key, 5)
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
+        beta_max = resolve_beta_max(beta_max, tied, capacity_exponent, beta_bounds)
         b = jnp.exp(log_uniform(k_b, (n_domains,), 0.003, 0.3))
         beta = jax.random.uniform(k_beta, (n_domains,), minval=0.05, maxval=1.5)
         raw_alpha = None if tied else jnp.exp(0.5 * log_uniform(k_a, (n_domains,), 0.1, 3.0))  # sqrt(alpha / beta)
         if beta_bounds is None:
-            raw_beta = jnp.sqrt(beta)
+            beta = beta if beta_max is None else jnp.minimum(beta, 0.9 * beta_max)
+            raw_beta = beta_inverse(beta, None, beta_max)
         else:
             raw_beta = jax.random.uniform(k_beta, (n_domains,), minval=-2.0, maxval=2.0)
         return cls(
@@ -294,6 +338,7 @@ class CAMEL(AbstractLaw):
             alpha_bounds=alpha_bounds,
             beta_bounds=beta_bounds,
             loss_scale=positive_number(loss_scale, "loss_scale"),
+            beta_max=beta_max,
         )
 
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
@@ -316,4 +361,5 @@ class CAMEL(AbstractLaw):
             "alpha_bounds": self.alpha_bounds,
             "beta_bounds": self.beta_bounds,
             "loss_scale": self.loss_scale,
+            "beta_max": self.beta_max,
         }

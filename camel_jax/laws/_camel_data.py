@@ -20,7 +20,7 @@ from ._base import (
     simplex_from_roots,
     simplex_roots,
 )
-from ._camel import data_scale, exprel, tied_alpha
+from ._camel import beta_inverse, beta_value, data_scale, exprel, resolve_beta_max, tied_alpha
 
 
 class CAMELData(AbstractLaw):
@@ -43,7 +43,8 @@ class CAMELData(AbstractLaw):
     y = log eta + log(D / s_D) (h = G gamma), and L = s_L (C1 + sum of terms), C1 = C + sum K + sum G. The free
     coordinates are square roots of b, h, beta, gamma, g and of the profiles, so that b = 0, h = 0 (a term off),
     beta = 0, gamma = 0 (log laws) and t_ij = 0 are regular points. `loss_scale` s_L, `size_scale` s_M and
-    `tokens_scale` s_D are static units, set from the data by `fit` (`with_data_scales`).
+    `tokens_scale` s_D are static units, set from the data by `fit` (`with_data_scales`). A tied law holds its
+    domain exponents beta_i / c in [0, 1] (`beta_max`, as `CAMEL`'s; None drops the bound).
 
     **Arguments** (`__call__`): `r` [P, n] rows on the simplex, `size` [P] > 0, and `tokens` [P] > 0 when
     `tokens=True`. **Returns**: predicted loss, [P].
@@ -65,6 +66,7 @@ class CAMELData(AbstractLaw):
     size_scale: float = eqx.field(static=True, default=1.0)
     tokens_scale: float = eqx.field(static=True, default=1.0)
     loss_scale: float = eqx.field(static=True, default=1.0)
+    beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (files of format <= 3)
 
     @property
     def t(self) -> Array:
@@ -72,7 +74,7 @@ class CAMELData(AbstractLaw):
 
     @property
     def beta(self) -> Array:
-        return self.raw_beta * self.raw_beta
+        return beta_value(self.raw_beta, None, self.beta_max)
 
     @property
     def ratio(self) -> Array:
@@ -143,10 +145,13 @@ class CAMELData(AbstractLaw):
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
+        beta_max: float | str | None = "auto",
     ) -> CAMELData:
         """Build from constrained values. A derived exponent (alpha when `tied`, gamma when `shared_exponents`)
-        may be passed only if it agrees, so that `from_params(**law.params(), **law.structure()...)` round-trips."""
+        may be passed only if it agrees, so that `from_params(**law.params(), **law.structure()...)` round-trips.
+        `beta_max`: see `sample_init`."""
         settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
+        settings["beta_max"] = resolve_beta_max(beta_max, tied, capacity_exponent)
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0, "G": 1}
         values: dict[str, Any] = {"t": t, "K": K, "beta": beta, "C": C, "G": G}
         for name, value, derived, setting in (("alpha", alpha, tied, "tied=True"),
@@ -171,7 +176,7 @@ class CAMELData(AbstractLaw):
             t_roots=simplex_roots(p["t"], axis=-2, name="t"),
             root_b=jnp.sqrt(K_unit * p["beta"]),
             raw_alpha=None if tied else jnp.sqrt(alpha_ / p["beta"]),
-            raw_beta=jnp.sqrt(p["beta"]),
+            raw_beta=beta_inverse(p["beta"], None, settings["beta_max"]),
             C1=p["C"] / scale + jnp.sum(K_unit, axis=-1) + jnp.sum(G_unit, axis=-1),
             root_h=jnp.sqrt(G_unit * gamma_),
             raw_gamma=None if shared_exponents else jnp.sqrt(gamma_),
@@ -192,18 +197,22 @@ class CAMELData(AbstractLaw):
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
+        beta_max: float | str | None = "auto",
     ) -> CAMELData:
         """A random start in the law's units: profiles near uniform, the level C1 in [0.8, 1.2], slopes b and h in
-        [0.003, 0.3], beta and gamma in [0.05, 1.5] and (free law) alpha / beta in [0.1, 3]."""
+        [0.003, 0.3], beta (at most 0.9 `beta_max`) and gamma in [0.05, 1.5] and (free law) alpha / beta in
+        [0.1, 3]. `beta_max`: the upper bound on beta ("auto": the capacity exponent for a tied law, none for a free
+        one; None: no bound; see `CAMEL`)."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
+        settings["beta_max"] = beta_max = resolve_beta_max(beta_max, tied, capacity_exponent)
         k_t, k_b, k_a, k_beta, k_C, k_h, k_g = jax.random.split(key, 7)
         shape = (n_domains,)
         return cls(
             t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
             root_b=jnp.exp(0.5 * log_uniform(k_b, shape, 0.003, 0.3)),
             raw_alpha=None if tied else jnp.exp(0.5 * log_uniform(k_a, shape, 0.1, 3.0)),
-            raw_beta=jnp.sqrt(jax.random.uniform(k_beta, shape, minval=0.05, maxval=1.5)),
+            raw_beta=beta_inverse(_start_beta(k_beta, shape, beta_max), None, beta_max),
             C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
             root_h=jnp.exp(0.5 * log_uniform(k_h, shape, 0.003, 0.3)),
             raw_gamma=None if shared_exponents else jnp.sqrt(jax.random.uniform(k_g, shape, minval=0.05, maxval=1.5)),
@@ -234,7 +243,14 @@ class CAMELData(AbstractLaw):
             "size_scale": self.size_scale,
             "tokens_scale": self.tokens_scale,
             "loss_scale": self.loss_scale,
+            "beta_max": self.beta_max,
         }
+
+
+def _start_beta(key: Array, shape: tuple[int, ...], beta_max: float | None) -> Array:
+    """Start exponents in [0.05, 1.5], at most 0.9 `beta_max`."""
+    beta = jax.random.uniform(key, shape, minval=0.05, maxval=1.5)
+    return beta if beta_max is None else jnp.minimum(beta, 0.9 * beta_max)
 
 
 def _settings(
