@@ -99,18 +99,26 @@ def section_design(quick: bool) -> None:
         print(f"   {name:22s} {np.mean(_converged(result)):9.0%} {best:>11s} {gap:16.1e} {seconds:6.1f}s", flush=True)
 
 
-def section_dmsl(quick: bool) -> None:
+def _dmsl(section: str):
+    """dmsl's longest run per mixture and size: (train at 122M-1.2B, test at 2.718B, mixture columns, losses), or
+    None (printed) when the data folder is absent."""
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
     import shared_data
 
     try:
         df, mixture, losses = shared_data.dmsl_runs()
     except Exception as error:  # noqa: BLE001
-        print(f"\n2. dmsl: skipped ({error})")
-        return
+        print(f"\n{section}. dmsl: skipped ({error})")
+        return None
     longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
-    train = longest[longest["size"] < 2e9]
-    test = longest[longest["size"] > 2e9]
+    return longest[longest["size"] < 2e9], longest[longest["size"] > 2e9], mixture, losses
+
+
+def section_dmsl(quick: bool) -> None:
+    split = _dmsl("2")
+    if split is None:
+        return
+    train, test, mixture, losses = split
     n = len(mixture)
     key = jax.random.key(0)
     laws = {
@@ -181,16 +189,10 @@ def section_bound(quick: bool) -> None:
                                 repeats=3 if quick else 20, key=jax.random.key(0), restarts=8)  # fmt: skip
     print(table.groupby(["test_size", "law", "n_points"])["error"].mean().unstack("n_points").round(3).to_string())
 
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-    import shared_data
-
-    try:
-        df, mixture, losses = shared_data.dmsl_runs()
-    except Exception as error:  # noqa: BLE001
-        print(f"\n3c. dmsl: skipped ({error})")
+    split = _dmsl("3c")
+    if split is None:
         return
-    longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
-    train, test = longest[longest["size"] < 2e9], longest[longest["size"] > 2e9]
+    train, test, mixture, losses = split
     print("\n3c. dmsl_shukor2025, tied CAMEL k=3, held-out MAPE at 2.718B: no bound / bound c (converged shares)")
     for loss in losses[:2] if quick else losses:
         tr, te = train[np.isfinite(train[loss])], test[np.isfinite(test[loss])]
