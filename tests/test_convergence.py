@@ -50,6 +50,17 @@ def test_every_start_meets_its_stopping_rule(point):
     assert float(point.grad_norm[np.argmin(np.asarray(point.objectives))]) <= tol
 
 
+def test_five_domains_meet_their_stopping_rule_within_the_bound(design):
+    """Tied k=5 (41 parameters) on the same design: 27 of 32 starts converged before the bound on beta, 31 now
+    (one world; over eleven worlds the share is 86% either way, see benchmarks/study_convergence.py)."""
+    r, M, y = design
+    law = cj.CAMEL.sample_init(jax.random.key(0), **{**TIED, "n_domains": 5})
+    result = cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=32)
+    status = np.asarray(result.status)
+    assert np.mean(np.isin(status, [cj.Status.CONVERGED, cj.Status.STALLED])) >= 0.9, np.bincount(status)
+    assert cj.Status(int(result.best_status)).is_converged
+
+
 def test_the_best_objective_is_the_long_runs(design, point):
     r, M, y = design
     law = cj.CAMEL.sample_init(jax.random.key(0), **TIED)
