@@ -251,7 +251,9 @@ NOT_YET = {
     "SODMAdditive (design)": "a second degenerate limit (gamma -> 1, equal C, K -> infinity: a mixture term linear "
     "in r and r log r) is not a regular point of SODM's coordinates",
     "SODMJoint (design)": "SODMAdditive's mixture term, same limit",
-    "CAMELData tied k=3 (design)": "not measured to converge",
+    "CAMELData tied k=3 (design)": "without a tokens column its data term and its capacity term both describe the "
+    "mixture effect: after 1,100 steps the starts still descend through saddles (up to 15 negative Hessian "
+    "eigenvalues; the objective still falls after 400 more Newton steps), with or without the bound on beta",
     "DML k=1 (design at M=10)": "11 points at one size: the exponential's rate runs to infinity (amplitude -> 0)",
     "SODMAdditive (dmsl c4)": "SODMAdditive's mixture term (41% of starts converge)",
 }
