@@ -310,7 +310,7 @@ class _Unbounded:
     """A format-3 file's CAMEL or CAMELData: the same class and layout, built with `beta_max=None` (the structure
     such a file stores has no `beta_max`; today's default would bound a tied law's beta)."""
 
-    law: type
+    law: Any  # the current class (CAMEL or CAMELData)
 
     @classmethod
     def sample_init(cls, key: Array, **structure: Any) -> Any:
