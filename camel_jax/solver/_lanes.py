@@ -5,8 +5,8 @@ proportion to the number of lanes, finished or not: a bootstrap of 1,000 resampl
 L-BFGS iterations its lanes needed (median 109, slowest 938) and ~24x the Newton steps (mean 4, slowest 100).
 `run_lanes` advances the lanes in rounds instead: each round gathers up to `width` lanes still running, advances
 them a bounded number of iterations, and scatters them back, until none runs. Every lane goes through exactly the
-iterates of one uninterrupted run (the solvers' `advance` is resumable), so the answer does not depend on `width`;
-only the work done for finished lanes does.
+iterates of one uninterrupted run (the solvers' `advance` is resumable), so the answer does not depend on `width`
+beyond rounding (a program's last bits depend on how many lanes it holds); the work done for finished lanes does.
 """
 
 from __future__ import annotations
