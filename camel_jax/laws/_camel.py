@@ -64,14 +64,8 @@ def _bounds(tied: bool, alpha_bounds: Any, beta_bounds: Any) -> tuple[Any, Any]:
     return alpha_bounds, beta_bounds
 
 
-def resolve_beta_max(beta_max: Any, tied: bool, capacity_exponent: float, beta_bounds: Any = None) -> float | None:
-    """The upper bound on beta a tied law is fitted within: "auto" is `capacity_exponent` for a tied law (domain
-    exponents a_i = beta_i / c <= 1, so alpha_i <= 1/2) and None (no bound) for a free law or one with
-    `beta_bounds`; a number is that bound; None drops it."""
-    if isinstance(beta_max, str):
-        if beta_max != "auto":
-            raise ValueError(f"`beta_max` must be 'auto', a number > 0 or None; got {beta_max!r}")
-        return float(capacity_exponent) if tied and beta_bounds is None else None
+def resolve_beta_max(beta_max: Any, beta_bounds: Any = None) -> float | None:
+    """The upper bound on beta a law is fitted within (None: no bound), checked."""
     if beta_max is None:
         return None
     if beta_bounds is not None:
@@ -98,8 +92,8 @@ def beta_inverse(beta: Array, bounds: tuple[float, float] | None, beta_max: floa
                 raise ValueError(f"parameter `beta` must be >= 0; got {value}")
             if beta_max is not None and np.any(value > beta_max * (1 + 1e-12)):
                 raise ValueError(
-                    f"parameter `beta` = {value} exceeds `beta_max` = {beta_max} (by default the capacity exponent: "
-                    "domain exponents beta / c <= 1); pass beta_max=None (or a larger bound) to allow it"
+                    f"parameter `beta` = {value} exceeds `beta_max` = {beta_max}; pass beta_max=None (no bound) or a "
+                    "larger bound to allow it"
                 )
         if beta_max is None:
             return jnp.sqrt(beta)
@@ -138,10 +132,10 @@ class CAMEL(AbstractLaw):
     t, K, alpha, beta, C in the user's units (K is infinite and C minus infinite in the log-law limit);
     `log_limit_params()` the finite coordinates.
 
-    **Bound** (tied law, the default problem): the domain exponents a_i = beta_i / c are held in [0, 1]
-    (`beta_max` = c, so alpha_i <= 1/2), by beta_i = beta_max sin(raw_i)^2, where both ends are regular points: a
-    start whose data want an ever sharper size term (K -> 0 with beta -> infinity, a term that only the smallest
-    runs see) stops at the bound instead of running to the step cap. `beta_max=None` drops the bound, a number
+    **Bound** (tied law, the default problem): the domain exponents a_i = beta_i / c are held in [0, 3]
+    (`beta_max` = 3c), by beta_i = beta_max sin(raw_i)^2, where both ends are regular points: a start whose data
+    want an ever sharper size term (K -> 0 with beta -> infinity, a term that only the smallest runs see) stops at
+    the bound instead of running to the step cap. `beta_max=None` drops the bound, a number
     sets another one (the free law has none unless given). `beta_bounds=(lo, hi)` (tied law) holds beta in a box by
     a sigmoid instead.
 
@@ -249,11 +243,11 @@ class CAMEL(AbstractLaw):
         alpha_bounds: tuple[float, float] | None = None,
         beta_bounds: tuple[float, float] | None = None,
         loss_scale: float = 1.0,
-        beta_max: float | str | None = "auto",
+        beta_max: float | None = None,
     ) -> CAMEL:
         """Build from the paper's constrained values (K > 0, beta > 0). When `tied`, `alpha` is derived from
         `beta`; passing it is allowed only if it agrees (so that `from_params(**law.params(), tied=True)`
-        round-trips). `beta_max`: see `sample_init` (a tied law's beta must be <= it)."""
+        round-trips). `beta_max`: see `sample_init` (beta must be <= it)."""
         if tied and alpha is not None and not isinstance(alpha, jax.core.Tracer):
             if not jnp.allclose(jnp.asarray(alpha), tied_alpha(jnp.asarray(beta), capacity_exponent), rtol=1e-8):
                 raise ValueError(
@@ -263,7 +257,7 @@ class CAMEL(AbstractLaw):
         if not tied and alpha is None:
             raise ValueError("`alpha` is required when tied=False")
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
-        beta_max = resolve_beta_max(beta_max, tied, capacity_exponent, beta_bounds)
+        beta_max = resolve_beta_max(beta_max, beta_bounds)
         size_scale = positive_number(size_scale, "size_scale")
         loss_scale = positive_number(loss_scale, "loss_scale")
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0}
@@ -308,16 +302,15 @@ class CAMEL(AbstractLaw):
         alpha_bounds: tuple[float, float] | None = None,
         beta_bounds: tuple[float, float] | None = None,
         loss_scale: float = 1.0,
-        beta_max: float | str | None = "auto",
+        beta_max: float | None = None,
     ) -> CAMEL:
         """A random start in the law's units (`loss_scale`, `size_scale`): profiles near uniform, the level C1 in
         [0.8, 1.2], slopes b in [0.003, 0.3], beta in [0.05, 1.5] (at most 0.9 `beta_max`) and (free law)
-        alpha / beta in [0.1, 3]. `beta_max`: the upper bound on beta ("auto": the capacity exponent for a tied
-        law, none for a free one; None: no bound)."""
+        alpha / beta in [0.1, 3]. `beta_max`: an upper bound on beta (None, the default: none; see `CAMEL`)."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         k_t, k_b, k_a, k_beta, k_C = jax.random.split(key, 5)
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
-        beta_max = resolve_beta_max(beta_max, tied, capacity_exponent, beta_bounds)
+        beta_max = resolve_beta_max(beta_max, beta_bounds)
         b = jnp.exp(log_uniform(k_b, (n_domains,), 0.003, 0.3))
         beta = jax.random.uniform(k_beta, (n_domains,), minval=0.05, maxval=1.5)
         raw_alpha = None if tied else jnp.exp(0.5 * log_uniform(k_a, (n_domains,), 0.1, 3.0))  # sqrt(alpha / beta)

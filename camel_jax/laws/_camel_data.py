@@ -43,8 +43,8 @@ class CAMELData(AbstractLaw):
     y = log eta + log(D / s_D) (h = G gamma), and L = s_L (C1 + sum of terms), C1 = C + sum K + sum G. The free
     coordinates are square roots of b, h, beta, gamma, g and of the profiles, so that b = 0, h = 0 (a term off),
     beta = 0, gamma = 0 (log laws) and t_ij = 0 are regular points. `loss_scale` s_L, `size_scale` s_M and
-    `tokens_scale` s_D are static units, set from the data by `fit` (`with_data_scales`). A tied law holds its
-    domain exponents beta_i / c in [0, 1] (`beta_max`, as `CAMEL`'s; None drops the bound).
+    `tokens_scale` s_D are static units, set from the data by `fit` (`with_data_scales`). `beta_max` bounds
+    beta as `CAMEL`'s does (opt-in).
 
     **Arguments** (`__call__`): `r` [P, n] rows on the simplex, `size` [P] > 0, and `tokens` [P] > 0 when
     `tokens=True`. **Returns**: predicted loss, [P].
@@ -145,13 +145,13 @@ class CAMELData(AbstractLaw):
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
-        beta_max: float | str | None = "auto",
+        beta_max: float | None = None,
     ) -> CAMELData:
         """Build from constrained values. A derived exponent (alpha when `tied`, gamma when `shared_exponents`)
         may be passed only if it agrees, so that `from_params(**law.params(), **law.structure()...)` round-trips.
         `beta_max`: see `sample_init`."""
         settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
-        settings["beta_max"] = resolve_beta_max(beta_max, tied, capacity_exponent)
+        settings["beta_max"] = resolve_beta_max(beta_max)
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0, "G": 1}
         values: dict[str, Any] = {"t": t, "K": K, "beta": beta, "C": C, "G": G}
         for name, value, derived, setting in (("alpha", alpha, tied, "tied=True"),
@@ -197,15 +197,14 @@ class CAMELData(AbstractLaw):
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
-        beta_max: float | str | None = "auto",
+        beta_max: float | None = None,
     ) -> CAMELData:
         """A random start in the law's units: profiles near uniform, the level C1 in [0.8, 1.2], slopes b and h in
         [0.003, 0.3], beta (at most 0.9 `beta_max`) and gamma in [0.05, 1.5] and (free law) alpha / beta in
-        [0.1, 3]. `beta_max`: the upper bound on beta ("auto": the capacity exponent for a tied law, none for a free
-        one; None: no bound; see `CAMEL`)."""
+        [0.1, 3]. `beta_max`: an upper bound on beta (None, the default: none; see `CAMEL`)."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
-        settings["beta_max"] = beta_max = resolve_beta_max(beta_max, tied, capacity_exponent)
+        settings["beta_max"] = beta_max = resolve_beta_max(beta_max)
         k_t, k_b, k_a, k_beta, k_C, k_h, k_g = jax.random.split(key, 7)
         shape = (n_domains,)
         return cls(

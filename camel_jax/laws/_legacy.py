@@ -87,7 +87,6 @@ class LegacyCAMEL(eqx.Module):
             capacity_exponent=self.capacity_exponent,
             size_scale=self.size_scale,
             beta_bounds=self.beta_bounds if self.tied else None,
-            beta_max=None,
         )
 
 
@@ -160,7 +159,6 @@ class LegacyCAMELData(eqx.Module):
             capacity_exponent=self.capacity_exponent,
             size_scale=self.size_scale,
             tokens_scale=self.tokens_scale,
-            beta_max=None,
         )
 
 
@@ -305,34 +303,10 @@ FORMAT_2: dict[str, type] = {
 _LEGACY = (LegacyCAMEL, LegacyCAMELData, LegacySODMAdditive, LegacySODMJoint, LegacyDML, LegacyChinchilla)
 
 
-# --- format 3: tied CAMEL and CAMELData without an upper bound on beta (format 4 adds `beta_max`) ---------------
-class _Unbounded:
-    """A format-3 file's CAMEL or CAMELData: the same class and layout, built with `beta_max=None` (the structure
-    such a file stores has no `beta_max`; today's default would bound a tied law's beta)."""
-
-    law: Any  # the current class (CAMEL or CAMELData)
-
-    @classmethod
-    def sample_init(cls, key: Array, **structure: Any) -> Any:
-        return cls.law.sample_init(key, **{"beta_max": None, **structure})
-
-
-class _UnboundedCAMEL(_Unbounded):
-    law = CAMEL
-
-
-class _UnboundedCAMELData(_Unbounded):
-    law = CAMELData
-
-
-# The classes a format-3 (or 2) file names whose default structure changed in format 4.
-FORMAT_3: dict[str, type] = {"CAMEL": _UnboundedCAMEL, "CAMELData": _UnboundedCAMELData}
-
-
 def legacy_layouts(version: int) -> dict[str, type]:
-    """The old layouts of the laws a file of `version` stores, by the name the file uses (the oldest layout a
-    name had wins)."""
-    return (FORMAT_3 if version < 4 else {}) | (FORMAT_2 if version < 3 else {}) | (FORMAT_1 if version < 2 else {})
+    """The old layouts of the laws a file of `version` stores, by the name the file uses. (Format 4 adds CAMEL's
+    and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are.)"""
+    return (FORMAT_1 if version < 2 else {}) | (FORMAT_2 if version < 3 else {})
 
 
 def upgrade(obj: Any) -> Any:
