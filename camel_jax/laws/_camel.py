@@ -73,6 +73,12 @@ def resolve_beta_max(beta_max: Any, beta_bounds: Any = None) -> float | None:
     return positive_number(beta_max, "beta_max")
 
 
+def start_beta(key: Array, shape: tuple[int, ...], beta_max: float | None) -> Array:
+    """Start exponents in [0.05, 1.5], at most 0.9 `beta_max`."""
+    beta = jax.random.uniform(key, shape, minval=0.05, maxval=1.5)
+    return beta if beta_max is None else jnp.minimum(beta, 0.9 * beta_max)
+
+
 def beta_value(raw: Array, bounds: tuple[float, float] | None, beta_max: float | None = None) -> Array:
     """beta = raw^2 (beta >= 0, and beta = 0 a regular point); with `beta_max`, beta_max sin(raw)^2, where both
     ends of [0, beta_max] are regular points (a fit can stop at the bound, where the data push beta outward,
@@ -132,12 +138,13 @@ class CAMEL(AbstractLaw):
     t, K, alpha, beta, C in the user's units (K is infinite and C minus infinite in the log-law limit);
     `log_limit_params()` the finite coordinates.
 
-    **Bound** (tied law, the default problem): the domain exponents a_i = beta_i / c are held in [0, 3]
-    (`beta_max` = 3c), by beta_i = beta_max sin(raw_i)^2, where both ends are regular points: a start whose data
-    want an ever sharper size term (K -> 0 with beta -> infinity, a term that only the smallest runs see) stops at
-    the bound instead of running to the step cap. `beta_max=None` drops the bound, a number
-    sets another one (the free law has none unless given). `beta_bounds=(lo, hi)` (tied law) holds beta in a box by
-    a sigmoid instead.
+    **Bound** (opt-in): `beta_max=b` holds every beta_i in [0, b] by beta_i = b sin(raw_i)^2, where both ends are
+    regular points: a start whose data want an ever sharper size term (K -> 0 with beta -> infinity, a term that
+    only the smallest runs see) stops at the bound, converged, instead of running to the step cap. For a tied law,
+    b = c bounds the domain exponents a_i = beta_i / c by 1 (alpha_i <= 1/2). Not the default: measured in
+    docs/performance.md (it converges the best start where the unbounded fit runs away, but held-out errors move
+    both ways, and a wrong capacity exponent makes a tight bound bind). `beta_bounds=(lo, hi)` (tied law) holds
+    beta in a box by a sigmoid instead.
 
     **Arguments** (`__call__`):
     - `r`: mixtures, [P, n], rows on the simplex (zero weights allowed).
@@ -159,7 +166,7 @@ class CAMEL(AbstractLaw):
     alpha_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
     beta_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
     loss_scale: float = eqx.field(static=True, default=1.0)
-    beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (files of format <= 3)
+    beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (the default)
 
     @property
     def t(self) -> Array:
@@ -312,11 +319,9 @@ class CAMEL(AbstractLaw):
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
         beta_max = resolve_beta_max(beta_max, beta_bounds)
         b = jnp.exp(log_uniform(k_b, (n_domains,), 0.003, 0.3))
-        beta = jax.random.uniform(k_beta, (n_domains,), minval=0.05, maxval=1.5)
         raw_alpha = None if tied else jnp.exp(0.5 * log_uniform(k_a, (n_domains,), 0.1, 3.0))  # sqrt(alpha / beta)
         if beta_bounds is None:
-            beta = beta if beta_max is None else jnp.minimum(beta, 0.9 * beta_max)
-            raw_beta = beta_inverse(beta, None, beta_max)
+            raw_beta = beta_inverse(start_beta(k_beta, (n_domains,), beta_max), None, beta_max)
         else:
             raw_beta = jax.random.uniform(k_beta, (n_domains,), minval=-2.0, maxval=2.0)
         return cls(

@@ -20,7 +20,7 @@ from ._base import (
     simplex_from_roots,
     simplex_roots,
 )
-from ._camel import beta_inverse, beta_value, data_scale, exprel, resolve_beta_max, tied_alpha
+from ._camel import beta_inverse, beta_value, data_scale, exprel, resolve_beta_max, start_beta, tied_alpha
 
 
 class CAMELData(AbstractLaw):
@@ -66,7 +66,7 @@ class CAMELData(AbstractLaw):
     size_scale: float = eqx.field(static=True, default=1.0)
     tokens_scale: float = eqx.field(static=True, default=1.0)
     loss_scale: float = eqx.field(static=True, default=1.0)
-    beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (files of format <= 3)
+    beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (the default)
 
     @property
     def t(self) -> Array:
@@ -211,7 +211,7 @@ class CAMELData(AbstractLaw):
             t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
             root_b=jnp.exp(0.5 * log_uniform(k_b, shape, 0.003, 0.3)),
             raw_alpha=None if tied else jnp.exp(0.5 * log_uniform(k_a, shape, 0.1, 3.0)),
-            raw_beta=beta_inverse(_start_beta(k_beta, shape, beta_max), None, beta_max),
+            raw_beta=beta_inverse(start_beta(k_beta, shape, beta_max), None, beta_max),
             C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
             root_h=jnp.exp(0.5 * log_uniform(k_h, shape, 0.003, 0.3)),
             raw_gamma=None if shared_exponents else jnp.sqrt(jax.random.uniform(k_g, shape, minval=0.05, maxval=1.5)),
@@ -244,12 +244,6 @@ class CAMELData(AbstractLaw):
             "loss_scale": self.loss_scale,
             "beta_max": self.beta_max,
         }
-
-
-def _start_beta(key: Array, shape: tuple[int, ...], beta_max: float | None) -> Array:
-    """Start exponents in [0.05, 1.5], at most 0.9 `beta_max`."""
-    beta = jax.random.uniform(key, shape, minval=0.05, maxval=1.5)
-    return beta if beta_max is None else jnp.minimum(beta, 0.9 * beta_max)
 
 
 def _settings(
