@@ -59,7 +59,7 @@ def test_newton_in_rounds_is_newton_uninterrupted():
     state = jax.vmap(lambda x: newton.start(fun, x, 1e-10))(x0)
     state = run_lanes(lambda s, _: newton.advance(fun, s, steps=2, max_steps=200, tol=1e-10), state,
                       jnp.zeros(3), lambda s: newton.running(s, 200), 1)  # fmt: skip
-    rounds = jax.vmap(newton.solution)(state)
+    rounds = jax.vmap(lambda s: newton.solution(s, 200))(state)
     np.testing.assert_array_equal(np.asarray(rounds.n_steps), np.asarray(alone.n_steps))
     np.testing.assert_allclose(np.asarray(rounds.x), np.asarray(alone.x), rtol=1e-12)
     assert np.all(np.asarray(alone.status) == int(cj.Status.CONVERGED))

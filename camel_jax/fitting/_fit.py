@@ -346,7 +346,8 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, opt
     tol = jax.vmap(options.gradient_tolerance)(W, Y)
     data = tuple(jnp.repeat(a, R, axis=0) for a in (Y, W, tol))
     width = lane_width(T * R, starts_side_by_side(Y.shape[-1], flat.dtype.itemsize), options.lanes)
-    solution = _lbfgs_lanes(loss, flat.reshape(T * R, d), data, options, width)
+    solution = _in_lanes(lbfgs, loss, flat.reshape(T * R, d), data, width, ROUND_STEPS, options.max_steps,
+                         handoff=options.handoff_tolerance(flat.dtype))  # fmt: skip
     if options.polish > 0:
         solution = _finish(loss, solution, data, options.polish, Y.shape[-1], width)
     solution = jax.tree.map(lambda leaf: leaf.reshape((T, R) + leaf.shape[1:]), solution)
@@ -356,18 +357,20 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, opt
     return Lanes(laws, solution.f, solution.n_steps, solution.grad_norm, solution.status, best)
 
 
-def _lbfgs_lanes(loss: Any, X: Array, data: Any, options: FitOptions, width: int) -> Solution:
-    """L-BFGS (`_lbfgs`) from every row of X, lane i minimizing `loss(., data[i])`, `width` lanes at a time."""
-    max_steps, handoff = options.max_steps, options.handoff_tolerance(X.dtype)
-    steps = max_steps if width >= X.shape[0] else min(ROUND_STEPS, max_steps)
+def _in_lanes(solver: Any, loss: Any, X: Array, data: Any, width: int, round_steps: int, max_steps: int,
+              **settings: Any) -> Solution:  # fmt: skip
+    """`solver` (`_lbfgs` or `_newton`: start, advance, running, solution) from every row of X, lane i minimizing
+    `loss(., data[i])` to the tolerance `data[i][2]`, `width` lanes at a time (`solver._lanes.run_lanes`), in rounds
+    of `round_steps` when not all lanes run together. `settings`: the solver's own (`handoff`, `points`)."""
+    steps = max_steps if width >= X.shape[0] else min(round_steps, max_steps)
 
     def advance(carry: Any, lane: Any) -> Any:
-        return lbfgs.advance(partial(loss, data=lane), carry, steps=steps, max_steps=max_steps, tol=lane[2],
-                             handoff=handoff)  # fmt: skip
+        return solver.advance(partial(loss, data=lane), carry, steps=steps, max_steps=max_steps, tol=lane[2],
+                              **settings)  # fmt: skip
 
-    carry = jax.vmap(lambda x, lane: lbfgs.start(partial(loss, data=lane), x, lane[2]))(X, data)
-    carry = run_lanes(advance, carry, data, lambda c: lbfgs.running(c, max_steps), width)
-    return jax.vmap(lambda c: lbfgs.solution(c, max_steps))(carry)
+    carry = jax.vmap(lambda x, lane: solver.start(partial(loss, data=lane), x, lane[2]))(X, data)
+    carry = run_lanes(advance, carry, data, lambda c: solver.running(c, max_steps), width)
+    return jax.vmap(lambda c: solver.solution(c, max_steps))(carry)
 
 
 # Memory a start holds per data point while it is solved (the objective, its gradient and Hessian-vector products,
@@ -394,15 +397,7 @@ def _finish(loss: Any, solution: Solution, data: Any, max_steps: int, points: in
     otherwise the Newton status is the lane's (a lane L-BFGS already converged is CONVERGED at Newton's first
     check)."""
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
-    steps = max_steps if width >= solution.x.shape[0] else min(ROUND_NEWTON_STEPS, max_steps)
-
-    def advance(state: Any, lane: Any) -> Any:
-        return newton.advance(partial(loss, data=lane), state, steps=steps, max_steps=max_steps, tol=lane[2],
-                              points=points)  # fmt: skip
-
-    state = jax.vmap(lambda x, lane: newton.start(partial(loss, data=lane), x, lane[2]))(solution.x, data)
-    state = run_lanes(advance, state, data, lambda s: newton.running(s, max_steps), width)
-    polished = jax.vmap(newton.solution)(state)
+    polished = _in_lanes(newton, loss, solution.x, data, width, ROUND_NEWTON_STEPS, max_steps, points=points)
     keep = ~finite
 
     def pick(new, old):

@@ -121,9 +121,9 @@ def advance(
     return state
 
 
-def solution(state: _State) -> Solution:
-    """The lane's result once it stopped: a lane still RUNNING (at the step cap) is MAX_STEPS."""
-    status = jnp.where(state.status == RUNNING, MAX_STEPS, state.status)
+def solution(state: _State, max_steps: int) -> Solution:
+    """The lane's result once it stopped: a lane still RUNNING at the step cap is MAX_STEPS (as `_lbfgs.solution`)."""
+    status = jnp.where((state.status == RUNNING) & (state.n_steps >= max_steps), MAX_STEPS, state.status)
     return Solution(state.x, state.f, jnp.max(jnp.abs(state.g)), state.n_steps, status)
 
 
@@ -141,4 +141,4 @@ def polish(
     (MAX_STEPS). A non-finite start is returned unchanged (NONFINITE). `points`: the data size `fun` sums over,
     which sets how the Hessian is built (see `hessian`). The same as `start`, `advance` until it stops, `solution`."""
     state = start(fun, x0, tol)
-    return solution(advance(fun, state, steps=max_steps, max_steps=max_steps, tol=tol, points=points))
+    return solution(advance(fun, state, steps=max_steps, max_steps=max_steps, tol=tol, points=points), max_steps)
