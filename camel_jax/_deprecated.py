@@ -1,0 +1,61 @@
+"""Old names that keep working for one release, each with a `DeprecationWarning` that names the new one.
+
+Issue 33 gave "objective" one meaning, the fit objective; the weighted benchmark accuracy a mixture maximizes is
+the *score*, and its weights are *benchmark weights*. The old names of the score's side are forwarded from here
+(keywords), from the public namespaces (`__getattr__`) and from the methods themselves. Delete this module and its
+uses in the next release.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
+    """Warn that `old` is deprecated in favour of `new` (`stacklevel` 3: the caller of the function that warns)."""
+    warnings.warn(f"{old} is deprecated: use {new} (the old name goes in the next release)", DeprecationWarning,
+                  stacklevel=stacklevel)  # fmt: skip
+
+
+def renamed_keywords(**renames: str) -> Callable[[F], F]:
+    """A decorator: each old keyword of `renames` ({old: new}) is accepted with a warning and passed on as the new
+    one; giving both is a `TypeError`. The function's signature and docstring are its own (`functools.wraps`)."""
+
+    def decorate(function: F) -> F:
+        positional = [p.name for p in inspect.signature(function).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+
+        @functools.wraps(function)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            for old, new in renames.items():
+                if old not in kwargs:
+                    continue
+                if new in kwargs or new in positional[: len(args)]:
+                    raise TypeError(f"{function.__name__}() got both `{old}` and `{new}`: `{old}` is the deprecated "
+                                    f"name of `{new}`; give `{new}` only")  # fmt: skip
+                warn_renamed(f"{function.__name__}({old}=...)", f"{function.__name__}({new}=...)")
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return forward  # type: ignore[return-value]
+
+    return decorate
+
+
+def renamed_attributes(module: str, namespace: Mapping[str, Any], renames: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module's `__getattr__` for its old names ({old: new}, `new` a name in `namespace`, the module's globals):
+    each old name gives the new name's object, with a warning."""
+
+    def __getattr__(name: str) -> Any:
+        if name in renames:
+            warn_renamed(f"{module}.{name}", f"{module}.{renames[name]}")
+            return namespace[renames[name]]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
