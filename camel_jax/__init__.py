@@ -1,6 +1,9 @@
 """camel-jax: data-mixture scaling laws in JAX (CAMEL, DML, SODM, Chinchilla, loss-to-benchmark)."""
 
+import typing as _typing
+
 from . import simulate as simulate
+from ._deprecated import renamed_attributes as _renamed_attributes
 from ._version import __version__ as __version__
 from .experiments._backtest import ADAPTIVE as ADAPTIVE
 from .experiments._backtest import BACKTEST_COLUMNS as BACKTEST_COLUMNS
@@ -61,7 +64,7 @@ from .laws import law_template as law_template
 from .mixture._decide import VERDICTS as VERDICTS
 from .mixture._decide import Decision as Decision
 from .mixture._decide import decide as decide
-from .mixture._decide import objective_draws as objective_draws
+from .mixture._decide import score_draws as score_draws
 from .mixture._next import NEXT_COLUMNS as NEXT_COLUMNS
 from .mixture._next import next_runs as next_runs
 from .mixture._next import variance_reduction as variance_reduction
@@ -74,7 +77,7 @@ from .mixture._pick_influence import PickInfluence as PickInfluence
 from .mixture._pick_influence import influence_text as influence_text
 from .mixture._pick_influence import pick_influence as pick_influence
 from .mixture._pipeline import BENCHMARK_OPTIONS as BENCHMARK_OPTIONS
-from .mixture._pipeline import OBJECTIVES as OBJECTIVES
+from .mixture._pipeline import BENCHMARK_WEIGHTS as BENCHMARK_WEIGHTS
 from .mixture._pipeline import PROXY_OPTIONS as PROXY_OPTIONS
 from .mixture._pipeline import BenchmarkFits as BenchmarkFits
 from .mixture._pipeline import Pipeline as Pipeline
@@ -139,7 +142,7 @@ __all__ = [
     "fit_pipeline",
     "Pipeline",
     "PipelineFit",
-    "OBJECTIVES",
+    "BENCHMARK_WEIGHTS",
     "BENCHMARK_OPTIONS",
     "PROXY_OPTIONS",
     "optimal_mixture",
@@ -154,7 +157,7 @@ __all__ = [
     "mixture_path",
     "decide",
     "Decision",
-    "objective_draws",
+    "score_draws",
     "VERDICTS",
     "next_runs",
     "variance_reduction",
@@ -186,3 +189,10 @@ __all__ = [
     # ground-truth worlds
     "simulate",
 ]
+
+# Old names, deprecated (issue 33): each still gives the new name's object, with a warning, and is in no `__all__`.
+# Hidden from mypy, which would otherwise accept any name of the package.
+if not _typing.TYPE_CHECKING:
+    __getattr__ = _renamed_attributes(
+        __name__, globals(), {"OBJECTIVES": "BENCHMARK_WEIGHTS", "objective_draws": "score_draws"}
+    )

@@ -28,7 +28,7 @@ TRAIN_SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 HELD_OUT, TARGET = 12.0, 20.0
 SHIFT = 0.2  # the trust region: the laws saw mixtures within +-20% of the reference (the paper's design)
 NOISE = 0.002
-OBJECTIVE = "balanced"
+WEIGHTS = "balanced"  # the named benchmark weights (`BENCHMARK_WEIGHTS`) of the score the demo maximizes
 
 
 class _Stages:
@@ -67,10 +67,10 @@ class _World:
         return jnp.asarray(self.test[self.losses].to_numpy())
 
     def score(self, runs: pd.DataFrame) -> np.ndarray:
-        """The observed objective of each run (weighted observed accuracies)."""
+        """The observed score of each run (weighted observed accuracies)."""
         import camel_jax as cj
 
-        weights = cj.OBJECTIVES[OBJECTIVE]
+        weights = cj.BENCHMARK_WEIGHTS[WEIGHTS]
         return sum(w * runs[f"acc_{b}"].to_numpy() for b, w in weights.items())
 
 
@@ -125,10 +125,10 @@ def _make_world(stages: _Stages, key: Any, out_dir: Path, numbers: dict[str, Any
         f"camel-jax demo: choose the training-data mixture of a model at size M={TARGET:g} (1.2B active parameters) "
         f"from 66 small runs (M={TRAIN_SIZES[0]:g}-{TRAIN_SIZES[-1]:g}), then check the choice against the truth.\n"
         f"  world: simulate.make_world(key {WORLD_KEY}), family {world.family!r}: datasets {', '.join(datasets)}; "
-        f"{len(world.benchmarks)} benchmarks;\n  objective: {OBJECTIVE.capitalize()} (weighted mean accuracy); "
+        f"{len(world.benchmarks)} benchmarks;\n  score: {WEIGHTS.capitalize()} (weighted mean accuracy); "
         f"the search stays within +-{SHIFT:.0%} of the reference {_mixture(reference)}"
     )
-    true_f = world.true_objective(TARGET, cj.OBJECTIVES[OBJECTIVE])
+    true_f = world.true_score(TARGET, cj.BENCHMARK_WEIGHTS[WEIGHTS])
     truth = cj.optimal_mixture(true_f, len(datasets), key=jax.random.key(0), restarts=32, reference=reference,
                                max_shift=SHIFT)  # fmt: skip
     gain = float(truth.value - true_f(jnp.asarray(reference)))
@@ -209,19 +209,19 @@ def _mixture_stage(
 
     data = setup.world.mixture_data(setup.train, setup.losses[0])
     law = cj.CAMEL.sample_init(key, n_datasets=len(setup.datasets), n_domains=3, tied=True, capacity_exponent=3.0)
-    fitted = cj.fit_pipeline(data, fits, cj.OBJECTIVES[OBJECTIVE], law=law, key=jax.random.fold_in(key, 4),
+    fitted = cj.fit_pipeline(data, fits, cj.BENCHMARK_WEIGHTS[WEIGHTS], law=law, key=jax.random.fold_in(key, 4),
                              n_resamples=n_resamples, strata=np.asarray(data.size))  # fmt: skip
     r_test = jnp.asarray(setup.test[[f"r_{d}" for d in setup.datasets]].to_numpy())
     size_test = jnp.asarray(setup.test["size"].to_numpy())
-    predicted = np.asarray(fitted.pipeline.objective(r_test, size_test))
+    predicted = np.asarray(fitted.pipeline.score(r_test, size_test))
     error = float(np.mean(np.abs(predicted - setup.score(setup.test))))
     r_train = jnp.asarray(setup.train[[f"r_{d}" for d in setup.datasets]].to_numpy())
-    fitted_train = np.asarray(fitted.pipeline.objective(r_train, jnp.asarray(setup.train["size"].to_numpy())))
+    fitted_train = np.asarray(fitted.pipeline.score(r_train, jnp.asarray(setup.train["size"].to_numpy())))
     rms = float(np.sqrt(np.mean((fitted_train - setup.score(setup.train)) ** 2)))
     numbers |= {"score_mae_held_out": error, "score_rms_train": rms}
     stages.done(
         "mixture laws",
-        f"tied CAMEL (k=3) on {len(fitted.pipeline.loss_laws)} proxy losses, then the objective: rms error on the "
+        f"tied CAMEL (k=3) on {len(fitted.pipeline.loss_laws)} proxy losses, then the score: rms error on the "
         f"training runs {100 * rms:.2f} points, held out at M={HELD_OUT:g} {100 * error:.2f}; "
         + _convergence(fitted.loss_fit, "proxy losses")
         + f";\n{'':24s}uncertainty: {n_resamples} bootstrap resamples of whole runs (both stages refitted)"
@@ -252,7 +252,7 @@ def _report(setup: _World, numbers: dict[str, Any]) -> str:
     """Print the decision beside the truth; return the summary (the README quotes the full demo's)."""
     d = numbers["decision"]
     lo, hi = numbers["band"]
-    print(f"\nThe decision for M={TARGET:g} ({OBJECTIVE.capitalize()} score, mixture weights):")
+    print(f"\nThe decision for M={TARGET:g} ({WEIGHTS.capitalize()} score, mixture weights):")
     print(f"  {'dataset':10s} {'reference':>9s} {'pick':>6s} {'95% band':>16s} {'true optimum':>13s}")
     for j, name in enumerate(setup.datasets):
         print(f"  {name:10s} {setup.reference[j]:9.3f} {numbers['r_predicted'][j]:6.3f}  [{lo[j]:.3f}, {hi[j]:.3f}] "
@@ -270,7 +270,7 @@ def _report(setup: _World, numbers: dict[str, Any]) -> str:
     print(f"  truth (the simulator's): {truth}")
     resamples = "20 resamples, --quick" if numbers["quick"] else "100 resamples"
     return (
-        f"`camel-jax demo` ({resamples}): world `simulate.make_world(key {WORLD_KEY})`, {OBJECTIVE.capitalize()} "
+        f"`camel-jax demo` ({resamples}): world `simulate.make_world(key {WORLD_KEY})`, {WEIGHTS.capitalize()} "
         f"score at M={TARGET:g}, mixtures within +-{SHIFT:.0%} of the reference\n"
         f"- available: the true optimum beats the reference by {100 * setup.gain:.2f} accuracy points\n"
         f"- verdict: {verdict}\n"
@@ -316,7 +316,7 @@ def _figures(setup: _World, fits: Any, fitted: Any, pick: Any, band: Any, key: A
 
 
 def _score_figure(setup: _World, fitted: Any, pick: Any, key: Any, numbers: dict[str, Any]) -> Any:
-    """The objective against size: the reference, the best trained mixture and the pick (fitted, band, runs,
+    """The score against size: the reference, the best trained mixture and the pick (fitted, band, runs,
     truth)."""
     import camel_jax as cj
     from camel_jax import plot
@@ -338,15 +338,15 @@ def _score_figure(setup: _World, fitted: Any, pick: Any, key: Any, numbers: dict
     sizes = np.geomspace(TRAIN_SIZES[0], TARGET, 14)
     R = np.stack(list(mixtures.values()))
     acc = setup.world.accuracies(jnp.asarray(np.repeat(R, len(sizes), axis=0)), jnp.asarray(np.tile(sizes, len(R))))
-    weights = jnp.asarray([cj.OBJECTIVES[OBJECTIVE].get(b, 0.0) for b in setup.world.benchmarks])
+    weights = jnp.asarray([cj.BENCHMARK_WEIGHTS[WEIGHTS].get(b, 0.0) for b in setup.world.benchmarks])
     true = np.asarray(acc @ weights).reshape(len(R), len(sizes))
     # a run scatters about the fit by the fit's own rms error on the training runs (noise and lack of fit), at
     # least the benchmark stage's noise
-    noise = max(fitted.objective_noise, numbers["score_rms_train"])
-    return plot.objective_vs_size(
+    noise = max(fitted.score_noise, numbers["score_rms_train"])
+    return plot.score_vs_size(
         fitted, mixtures, key=jax.random.fold_in(key, 5), sizes=sizes, observed=observed, noise=noise,
-        true=dict(zip(mixtures, true)), label=f"{OBJECTIVE.capitalize()} score",
-        title=f"{OBJECTIVE.capitalize()} score: fitted on M<={TRAIN_SIZES[-1]:g}, checked at M={HELD_OUT:g}, "
+        true=dict(zip(mixtures, true)), label=f"{WEIGHTS.capitalize()} score",
+        title=f"{WEIGHTS.capitalize()} score: fitted on M<={TRAIN_SIZES[-1]:g}, checked at M={HELD_OUT:g}, "
               f"extrapolated to M={TARGET:g}",
     )  # fmt: skip
 

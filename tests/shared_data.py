@@ -53,24 +53,24 @@ def mixinglaws_ye2024(name: str = "5Mix") -> pd.DataFrame:
     return pd.read_csv(path("mixinglaws_ye2024") / f"{name}_long.csv")
 
 
-# --- the real-data decision backtests (issue 13): (train runs, candidate runs, mixture columns, objectives) -----
+# --- the real-data decision backtests (issue 13): (train runs, candidate runs, mixture columns, weightings) -----
 
 
 def dmsl_decision() -> tuple[pd.DataFrame, pd.DataFrame, list[str], dict[str, dict[str, float]]]:
     """dmsl_shukor2025 at each run's largest token count: train on sizes <= 1.235B, choose among the four mixtures
-    trained at 2.718B. Objectives: each of the 7 SlimPajama validation losses, and their unweighted mean."""
+    trained at 2.718B. Weightings: each of the 7 SlimPajama validation losses, and their unweighted mean."""
     df = dmsl_shukor2025()
     mixture = [c for c in df.columns if c.startswith("weight_")]
     last = df.loc[df.groupby(mixture + ["model_size"])["n_tokens"].idxmax()].reset_index(drop=True)
     domains = [c.removeprefix("weight_") for c in mixture]
-    objectives = {d: {f"{d}_loss": 1.0} for d in domains} | {"mean": {f"{d}_loss": 1.0 for d in domains}}
+    weightings = {d: {f"{d}_loss": 1.0} for d in domains} | {"mean": {f"{d}_loss": 1.0 for d in domains}}
     big = last["model_size"] > 2e9
-    return last[~big], last[big], mixture, objectives
+    return last[~big], last[big], mixture, weightings
 
 
 def mixinglaws_decision() -> tuple[pd.DataFrame, pd.DataFrame, list[str], dict[str, dict[str, float]]]:
     """mixinglaws_ye2024 5Mix at step 20k: train on 70M-410M (26 mixtures each), choose among the six 1B runs.
-    Objective: the validation loss weighted by the source's valid_weight.json (one `loss` column per run)."""
+    Weighting: the validation loss weighted by the source's valid_weight.json (one `loss` column per run)."""
     import json
 
     df = mixinglaws_ye2024("5Mix")
@@ -89,7 +89,7 @@ def mixinglaws_decision() -> tuple[pd.DataFrame, pd.DataFrame, list[str], dict[s
 
 def regmix_decision() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[str], dict[str, dict[str, float]]]:
     """regmix_liu2024: train on the 512 1M-parameter runs, rank the 256 held-out mixtures trained at 60M.
-    Returns (train, candidates at 60M, the same candidates at 1M, mixture columns, objectives); the objective is
+    Returns (train, candidates at 60M, the same candidates at 1M, mixture columns, weightings); the weighting is
     the Pile-CC validation loss, the paper's target. The 60M token count is not stated: sizes are parameters."""
     folder = path("regmix_liu2024")
 

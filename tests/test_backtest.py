@@ -43,7 +43,7 @@ def test_default_world_decision_is_worth_making(reports):
     assert np.all(gain > 0)
 
 
-def test_objectives_disagree_and_the_optimum_moves_with_size(reports):
+def test_weightings_disagree_and_the_optimum_moves_with_size(reports):
     for rep in reports:
         optima = rep["optima"]
         names = list(optima)
@@ -83,10 +83,10 @@ def test_data_term_uses_the_tokens_trained():
     )
 
 
-def _oracle(world, objective):
-    truth = cj.optimal_mixture(world.true_objective(20.0, objective), 5, key=jax.random.key(7), restarts=32)
+def _oracle(world, weights):
+    truth = cj.optimal_mixture(world.true_score(20.0, weights), 5, key=jax.random.key(7), restarts=32)
 
-    def oracle(runs, *, objective, target_size, key):
+    def oracle(runs, *, benchmark_weights, target_size, key):
         oracle.seen.append(runs)
         return np.asarray(truth.r)
 
@@ -96,7 +96,7 @@ def _oracle(world, objective):
 
 def test_a_method_that_knows_the_truth_has_zero_regret_and_full_capture():
     world = simulate.make_world(jax.random.key(1))
-    oracle = _oracle(world, cj.OBJECTIVES["balanced"])
+    oracle = _oracle(world, cj.BENCHMARK_WEIGHTS["balanced"])
     table = cj.backtest(world, {"oracle": oracle, "best": "best-observed"}, key=jax.random.key(0), repeats=3)
     mine = table[table["method"] == "oracle"]
     assert np.all(np.abs(mine["regret"]) < 1e-6)
@@ -109,11 +109,11 @@ def test_a_method_that_knows_the_truth_has_zero_regret_and_full_capture():
 
 def test_repeats_are_paired_and_budgets_respected():
     world = simulate.make_world(jax.random.key(2))
-    a, b = _oracle(world, cj.OBJECTIVES["math"]), _oracle(world, cj.OBJECTIVES["math"])
+    a, b = _oracle(world, cj.BENCHMARK_WEIGHTS["math"]), _oracle(world, cj.BENCHMARK_WEIGHTS["math"])
     full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
     budgets = [0.3 * full, None]
-    table = cj.backtest(world, {"a": a, "b": b}, key=jax.random.key(0), objective="math", repeats=2, budgets=budgets,
-                        strategy="hourglass")  # fmt: skip
+    table = cj.backtest(world, {"a": a, "b": b}, key=jax.random.key(0), benchmark_weights="math", repeats=2,
+                        budgets=budgets, strategy="hourglass")  # fmt: skip
     assert len(a.seen) == len(b.seen) == 4
     assert [c for c in a.seen[0].columns if c.startswith("acc_")] == [f"acc_{b}" for b in world.benchmarks]
     for x, y in zip(a.seen, b.seen):
@@ -168,8 +168,8 @@ def test_bad_arguments_are_named_before_any_compute():
         cj.backtest(world, ["camel"], key=key, strategy="square")
     with pytest.raises(ValueError, match="`budgets`"):
         cj.backtest(world, ["camel"], key=key, budgets=[-1.0])
-    with pytest.raises(ValueError, match="unknown objective"):
-        cj.backtest(world, ["camel"], key=key, objective="poetry")
+    with pytest.raises(ValueError, match="unknown benchmark weights 'poetry'"):
+        cj.backtest(world, ["camel"], key=key, benchmark_weights="poetry")
     with pytest.raises(ValueError, match="`reference`"):
         cj.backtest(world, ["camel"], key=key, reference=[0.5, 0.5])
     with pytest.raises(TypeError, match="`world`"):

@@ -192,14 +192,14 @@ API_CASES = {
     "model_size nan": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=np.nan), ValueError, "model_size"),
     "model_size inf": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=np.inf), ValueError, "model_size"),
     "mixture_path size 0": (lambda: cj.mixture_path(pipeline(), [8.0, 0.0], key=jax.random.key(0)), ValueError, "sizes"),
-    # severe 4: bounds and objective weights
+    # severe 4: bounds and benchmark weights
     "nan lower bound": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[np.nan, 0, 0]), ValueError, "`lower` must be finite"),
     "nan upper bound": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, upper=[1, np.nan, 1]), ValueError, "`upper` must be finite"),
     "lone reference": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.3, 0.4]), ValueError, "`reference` is only used with `max_shift`"),
     "nan max_shift": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, reference=[0.3, 0.3, 0.4], max_shift=np.nan), ValueError, "max_shift"),
     "nan benchmark weight": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": np.nan}), ValueError, "'mmlu' has weight nan"),
     "negative benchmark weight": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": -1.0}), ValueError, "'mmlu' has a negative weight"),
-    "empty objective": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {}), ValueError, "`benchmark_weights` is empty"),
+    "empty benchmark weights": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {}), ValueError, "`benchmark_weights` is empty"),
     "unknown benchmark": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"nonexistent": 0.5}), ValueError, "'nonexistent' has a weight but no loss law"),
     # severe 5: design budgets
     "nan budget": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], np.nan, 11), ValueError, "`budget` must be finite"),
@@ -236,8 +236,8 @@ API_CASES = {
     "negative mixture weight": (lambda: cj.fit(camel5(), (R5 * np.r_[-1.0, np.ones(11)][:, None], SIZES), y12, key=jax.random.key(0)), ValueError, "negative weight .* at row 0"),
     "accuracy in percent": (lambda: cj.BenchmarkData(R5[:, :2], np.full(12, 55.0)), ValueError, "accuracies are fractions in \\[0, 1\\]; is it in percent"),
     "accuracy 1.5": (lambda: cj.fit_benchmarks(frame_with(acc=np.r_[1.5, np.full(11, 0.5)]), losses=["r_0", "r_1"], benchmarks=["acc"], key=jax.random.key(0)), ValueError, "column 'acc' \\(accuracy\\) is 1.5 at row 0"),
-    "objective weights sum to 0": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 0.0}), ValueError, "sum to 0: the objective is .*constant"),
-    "objective weights 1e-300": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 1e-300}), ValueError, "sum to 1e-300"),
+    "benchmark weights sum to 0": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 0.0}), ValueError, "sum to 0: the score is .*constant"),
+    "benchmark weights 1e-300": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"mmlu": 1e-300}), ValueError, "sum to 1e-300"),
     "fit_pipeline nan weight before fitting": (lambda: cj.fit_pipeline(None, None, {"mmlu": np.nan}, law=camel5(), key=jax.random.key(0)), ValueError, "'mmlu' has weight nan"),
     "fit_pipeline negative weight": (lambda: cj.fit_pipeline(None, None, {"mmlu": -0.5, "math": 1.0}, law=camel5(), key=jax.random.key(0)), ValueError, "'mmlu' has a negative weight"),
     "fit_pipeline on one mixture": (lambda: cj.fit_pipeline(one_mixture_data(), None, {"mmlu": 1.0}, law=camel5(), key=jax.random.key(0)), ValueError, "holds 1 distinct mixture"),
@@ -378,7 +378,7 @@ CLI_CASES = {
     # issue 30
     "objective on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--objective", "balanced"], "is a loss fit: .*drop them"),
     "weights on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--weights", "mmlu=1"], "is a loss fit"),
-    "weights sum to 0": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0"], "sum to 0: the objective"),
+    "weights sum to 0": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0"], "sum to 0: the score"),
     "weights of 1e-300": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=1e-300"], "sum to 1e-300"),
     "tokens for a size fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--tokens", "1e9"], "takes no tokens"),
     "failed fit": (lambda f, t, p: ["optimize", failed_fit(f, p), "--size", "8"], "every start of this fit failed"),

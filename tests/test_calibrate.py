@@ -1,5 +1,5 @@
 """Calibrated uncertainty and the verdict (issue 14): the band arithmetic, the moment estimator on errors of known
-scale, calibration of a law that extrapolates well against one that cannot, the objective draws and the verdict.
+scale, calibration of a law that extrapolates well against one that cannot, the score draws and the verdict.
 
 Coverage itself needs many worlds: `benchmarks/study_calibration.py` measures it; these tests check the machinery."""
 
@@ -153,27 +153,27 @@ def test_calibration_refuses_designs_it_cannot_hold_out_from():
     assert cal.distances == pytest.approx((np.log(4.0 / 3.0),)) and cal.dof == 1
 
 
-def test_objective_draws_are_the_pipelines_objective_plus_the_calibrated_error():
+def test_score_draws_are_the_pipelines_score_plus_the_calibrated_error():
     pipe = make_pipeline(batch=5)
     r = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(3), 4))
-    plain = cj.objective_draws(pipe, r, 20.0, key=jax.random.key(0))
-    np.testing.assert_allclose(plain, pipe.objective(r, jnp.full(4, 20.0)), rtol=1e-12)
-    inside = cj.objective_draws(pipe, r, 8.0, key=jax.random.key(0), calibration=_calibration(0.5, 0.5, 10.0, False))
-    np.testing.assert_allclose(inside, pipe.objective(r, jnp.full(4, 8.0)), rtol=1e-12)  # d = 0 inside the data
-    level = cj.objective_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.3, 0.0, 10.0, False))
-    mixed = cj.objective_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.0, 0.3, 10.0, False))
+    plain = cj.score_draws(pipe, r, 20.0, key=jax.random.key(0))
+    np.testing.assert_allclose(plain, pipe.score(r, jnp.full(4, 20.0)), rtol=1e-12)
+    inside = cj.score_draws(pipe, r, 8.0, key=jax.random.key(0), calibration=_calibration(0.5, 0.5, 10.0, False))
+    np.testing.assert_allclose(inside, pipe.score(r, jnp.full(4, 8.0)), rtol=1e-12)  # d = 0 inside the data
+    level = cj.score_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.3, 0.0, 10.0, False))
+    mixed = cj.score_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.0, 0.3, 10.0, False))
     assert float(jnp.std(level - plain)) > 1e-3
     # a level error moves every mixture of a draw the same way; a mixture error does not
     assert np.all(np.sign(np.asarray(level - plain)) == np.sign(np.asarray(level - plain))[:, :1])
     assert not np.all(np.sign(np.asarray(mixed - plain)) == np.sign(np.asarray(mixed - plain))[:, :1])
     with pytest.raises(ValueError, match="batched Pipeline"):
-        cj.objective_draws(make_pipeline(), r, 20.0, key=jax.random.key(0))
+        cj.score_draws(make_pipeline(), r, 20.0, key=jax.random.key(0))
 
 
 def test_the_verdict_says_improves_only_when_the_draws_agree():
     pipe = make_pipeline(batch=8)
     best = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean")
-    values = lambda r: pipe.objective(jnp.asarray(r)[None], jnp.array([20.0]))[:, 0]  # noqa: E731
+    values = lambda r: pipe.score(jnp.asarray(r)[None], jnp.array([20.0]))[:, 0]  # noqa: E731
     corners = np.eye(3)
     worst = corners[int(np.argmin([float(jnp.mean(values(c))) for c in corners]))]
     clear = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1))
@@ -204,7 +204,7 @@ def test_optimal_mixture_gives_the_verdict_for_a_reference():
     result = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean", reference=ref)
     assert isinstance(result.decision, cj.Decision)
     # the 6 resamples are near copies (K, C +1% each), and in every one the chosen mixture beats the reference
-    draws = pipe.objective(jnp.stack([jnp.asarray(result.r), jnp.asarray(ref)]), jnp.full(2, 20.0))  # [B, 2]
+    draws = pipe.score(jnp.stack([jnp.asarray(result.r), jnp.asarray(ref)]), jnp.full(2, 20.0))  # [B, 2]
     gains = np.asarray(draws[:, 0] - draws[:, 1])
     assert np.all(gains > 0)
     assert result.decision.verdict == "improves" and result.decision.p_improve == 1.0
@@ -247,19 +247,19 @@ def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
     assert one.calibration is None and two.calibration is not None
     assert two.calibration.kappa_level.shape == (2,) and two.calibration.size_max == 8.0
     assert not two.calibration.log_scale  # proxy losses are fitted on plain residuals
-    assert two.objective_noise > 0
+    assert two.score_noise > 0
     # the same folds calibrate the decision: sizes 4-8, folds keep <= 6 and <= 5: 3 held-out cells of 11 runs
     dc = two.decision_calibration
     assert one.decision_calibration is None and dc is not None
     assert int(dc.n_cells) == 3 and int(dc.n_runs) == 33 and float(dc.size_max) == 8.0
-    assert float(dc.noise_sd) == two.objective_noise and float(dc.replicated) == 0.0  # no repeated runs here
+    assert float(dc.noise_sd) == two.score_noise and float(dc.replicated) == 0.0  # no repeated runs here
     lower, upper = two.support()
     np.testing.assert_allclose(lower, np.min(np.asarray(two.loss_fit.inputs[0]), axis=0))
     np.testing.assert_allclose(upper, np.max(np.asarray(two.loss_fit.inputs[0]), axis=0))
     result = cj.optimal_mixture(two, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
                                 reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
     d = result.decision
-    assert d.calibrated and d.min_gain == two.objective_noise and "33 held-out runs in 3" in d.basis
+    assert d.calibrated and d.min_gain == two.score_noise and "33 held-out runs in 3" in d.basis
     assert d.value_low <= d.value <= d.value_high and d.gain_low <= d.gain <= d.gain_high
     assert (d.verdict == "improves") == (d.reason == "")
 
@@ -274,20 +274,20 @@ def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_p
         assert jax.tree.structure(loaded) == jax.tree.structure(fitted)  # static fields (calibration's) included
         for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(fitted)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-        assert type(loaded.objective_noise) is float and loaded.objective_noise == fitted.objective_noise
+        assert type(loaded.score_noise) is float and loaded.score_noise == fitted.score_noise
     loaded = cj.load(tmp_path / "two.npz")
     ref = ",".join(str(float(x)) for x in simulate.REFERENCE)
     kw = dict(key=jax.random.key(0), model_size=20.0, robust="mean", reference=simulate.REFERENCE, max_shift=0.2)
     expected = cj.optimal_mixture(two, 5, **kw).decision
-    assert expected.calibrated and expected.min_gain == two.objective_noise
+    assert expected.calibrated and expected.min_gain == two.score_noise
     assert cj.optimal_mixture(loaded, 5, **kw).decision == expected
     args = ["optimize", str(tmp_path / "two.npz"), "--size", "20", "--reference", ref, "--max-shift", "0.2"]
     assert cli.main(args) == 0
     verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("verdict: ")]
     assert verdicts == [expected.line()] and "held-out gain" in verdicts[0]
-    assert cli.main([*args, "--objective", "math"]) == 2  # its calibration is the fitted objective's
+    assert cli.main([*args, "--objective", "math"]) == 2  # its calibration is the fitted score's
     assert "keeps the objective it was fitted for" in capsys.readouterr().err
-    # `next` reads the fit's own objective noise from the file: no --noise needed
+    # `next` reads the fit's own score noise from the file: no --noise needed
     # candidates are matched to the fit's mixture columns by name (the file keeps them)
     assert loaded.loss_fit.names == loaded.pipeline.datasets == two.loss_fit.names and two.loss_fit.names is not None
     cand = pd.DataFrame(cj.perturbed_mixtures(simulate.REFERENCE, 0.2)[:4], columns=list(two.loss_fit.names))
@@ -311,7 +311,7 @@ def _leaf_index(fitted, pick):
         ("size_index", "size_index must be an integer"),
         ("distances", "distances must be a list"),
         ("kappa", "kappa_mix must be finite numbers >= 0"),
-        ("noise", "objective_noise must be a finite number"),
+        ("noise", "score_noise must be a finite number"),
         ("resamples", "resamples must be whole counts"),
     ],
 )
@@ -330,7 +330,7 @@ def test_load_refuses_a_tampered_pipeline_fit(small_pipeline_fit, tmp_path, case
         "size_index": dict(edit_meta=lambda m: m["calibration"].update(size_index=7)),
         "distances": dict(edit_meta=lambda m: m["calibration"].update(distances=[-1.0])),
         "kappa": dict(edit_leaf=leaf(lambda f: f.calibration.kappa_mix, -1.0)),
-        "noise": dict(edit_leaf=leaf(lambda f: f.objective_noise, np.nan)),
+        "noise": dict(edit_leaf=leaf(lambda f: f.score_noise, np.nan)),
         "resamples": dict(edit_leaf=leaf(lambda f: f.resamples, 0.5)),
     }
     bad = tamper(src, tmp_path / "bad.npz", **edits[case])
@@ -370,7 +370,7 @@ def test_cli_optimize_prints_the_verdict_for_a_batched_pipeline(tmp_path, capsys
 
 def _held_out(rng, *, scale, floor, slope, noise, level, n_cells, runs=11, spread=0.002):
     """One fold (trained on sizes <= 1) and `n_cells` held-out sizes of `runs` runs each, at distances from 0.1
-    to 0.4: the predicted objective f = mu_c + x, the measured one mu_c + a_c + scale x + own + noise, with a_c
+    to 0.4: the predicted score f = mu_c + x, the measured one mu_c + a_c + scale x + own + noise, with a_c
     the cell's shared error, `own` N(0, floor^2 + slope^2 d^2) per run and `noise` the measurement's."""
     d = np.repeat(np.linspace(0.1, 0.4, n_cells), runs)
     x = spread * rng.standard_normal(len(d))
@@ -390,7 +390,7 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
     assert float(cal.scale) == pytest.approx(2.5, rel=0.03)
     assert float(cal.gain_floor) == pytest.approx(0.001, abs=3e-4)
     assert float(cal.gain_slope) == pytest.approx(0.004, rel=0.15)
-    # the objective's own error: the cell's shared error, the shrunk deviations and each run's own error
+    # the score's own error: the cell's shared error, the shrunk deviations and each run's own error
     d = 0.3
     total = np.sqrt(0.01**2 + (1.5 * 0.002) ** 2 + 0.001**2 + (0.004 * d) ** 2)
     assert float(cal.value_sd(float(cal.size_max) * np.exp(d))) == pytest.approx(total, rel=0.15)
@@ -430,7 +430,7 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     pipe = make_pipeline(batch=8)
     best = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean")
     ref = np.array([0.2, 0.3, 0.5])
-    draws = np.asarray(pipe.objective(jnp.stack([jnp.asarray(best.r), jnp.asarray(ref)]), jnp.full(2, 20.0)))
+    draws = np.asarray(pipe.score(jnp.stack([jnp.asarray(best.r), jnp.asarray(ref)]), jnp.full(2, 20.0)))
     boot = draws[:, 0] - draws[:, 1]
 
     def cal(scale, gain_floor, n_runs=33.0):
@@ -484,8 +484,8 @@ def test_repeated_runs_set_the_noise_floor():
     residual = cj.fit_pipeline(data, fits, weights, replicates=False, **kw)
     measured = 0.5 * runs["acc_mmlu"].to_numpy() + 0.5 * runs["acc_gsm8k"].to_numpy()
     sd, dof = cj.replicate_noise(np.asarray(data.r), np.asarray(data.size), measured)
-    assert dof == 10 and repeated.objective_noise == pytest.approx(sd, rel=1e-9)
-    assert residual.objective_noise != pytest.approx(sd, rel=1e-3)  # the fits' residuals: another number
+    assert dof == 10 and repeated.score_noise == pytest.approx(sd, rel=1e-9)
+    assert residual.score_noise != pytest.approx(sd, rel=1e-3)  # the fits' residuals: another number
     # every mixture here is repeated once per size: its fit weights follow its repeats' scatter of each proxy loss
     expected = cj.replicate_weights(np.asarray(data.r), np.asarray(data.size), np.asarray(repeated.loss_fit.y))
     np.testing.assert_allclose(np.asarray(repeated.loss_fit.weights), expected, rtol=1e-12)

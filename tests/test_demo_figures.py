@@ -50,8 +50,8 @@ def band_problems(fig, runs_at_size, width_factor=3.0, min_inside=0.8):
 
 def test_demo_runs_offline_and_beats_the_reference(demo_quick):
     tmp_path, numbers = demo_quick
-    scores = numbers["scores"]  # each mixture scored by the simulator's true objective: exact, no noise
-    # a known answer: the optimum of the true objective in the trust region is at least as good as any mixture there
+    scores = numbers["scores"]  # each mixture scored by the simulator's true score: exact, no noise
+    # a known answer: the optimum of the true score in the trust region is at least as good as any mixture there
     assert scores["true optimum"] >= max(scores["predicted"], scores["reference"]) - 1e-9
     # the claim, on this world, with a margin: the pick gains over half of what could be gained over the reference
     # (whether picks beat the reference across worlds is measured over 20 worlds in benchmarks/study_backtest.py)
@@ -73,7 +73,7 @@ def test_world_offers_a_decision_worth_making(demo_quick):
     box = ref * (1 + demo.SHIFT * rng.uniform(-1, 1, (4000, len(ref))))
     r = box / box.sum(axis=1, keepdims=True)
     r = r[np.all(np.abs(r / ref - 1) <= demo.SHIFT, axis=1)]
-    weights = jnp.asarray([cj.OBJECTIVES[demo.OBJECTIVE][b] for b in setup.world.benchmarks])
+    weights = jnp.asarray([cj.BENCHMARK_WEIGHTS[demo.WEIGHTS][b] for b in setup.world.benchmarks])
     acc = setup.world.accuracies(jnp.asarray(r), jnp.full(len(r), demo.TARGET))
     values = np.asarray(acc @ weights)
     true_ref = float(setup.true_f(jnp.asarray(ref)))
@@ -92,7 +92,7 @@ def test_score_band_holds_the_runs_and_is_narrow(demo_quick):
     out, numbers = demo_quick
     setup, fig = numbers["setup"], numbers["figures"]["decision_score_vs_size.png"]
     runs = pd.read_csv(out / "runs.csv")  # the user's units: the written table's accuracies
-    score = 100 * sum(w * runs[f"acc_{b}"].to_numpy() for b, w in cj.OBJECTIVES[demo.OBJECTIVE].items())
+    score = 100 * sum(w * runs[f"acc_{b}"].to_numpy() for b, w in cj.BENCHMARK_WEIGHTS[demo.WEIGHTS].items())
     assert band_problems(fig, runs_by_size(runs, score)) == []
     d = plot.drawn(fig)
     reference = d["legend"].index("reference")

@@ -93,10 +93,10 @@ def _mutable(value) -> bool:
 def test_exported_constants_are_read_only():
     constants = {f"cj.{n}": getattr(cj, n) for n in cj.__all__ if n.isupper() and not inspect.isclass(getattr(cj, n))}
     constants |= {f"simulate.{n}": getattr(cj.simulate, n) for n in dir(cj.simulate) if n.isupper()}
-    assert {"cj.OBJECTIVES", "cj.ADAPTIVE", "simulate.SPECIALIZATION"} <= set(constants)
+    assert {"cj.BENCHMARK_WEIGHTS", "cj.ADAPTIVE", "simulate.SPECIALIZATION"} <= set(constants)
     assert [name for name, value in constants.items() if _mutable(value)] == []
     with pytest.raises(TypeError):
-        operator.setitem(cj.OBJECTIVES["balanced"], "mmlu", 1.0)
+        operator.setitem(cj.BENCHMARK_WEIGHTS["balanced"], "mmlu", 1.0)
 
 
 def test_fit_arrays_is_a_plain_function_with_its_own_docstring():

@@ -23,7 +23,7 @@ REFERENCE = np.full(3, 1 / 3)
 
 class World:
     """A simulated world: the known 3-benchmark pipeline of `helpers.make_pipeline` (tied CAMEL, 3 datasets),
-    30 runs at 4 sizes, proxy losses with 0.1% noise; the chain runs -> fit -> pipeline -> pick -> objective."""
+    30 runs at 4 sizes, proxy losses with 0.1% noise; the chain runs -> fit -> pipeline -> pick -> score."""
 
     def __init__(self):
         truth = make_pipeline()
@@ -51,11 +51,11 @@ class World:
         return cj.Pipeline(laws, self.bench, self.weights, datasets=("web", "code", "books"))
 
     def _chain(self, Y, w):
-        """(pick [3], objective at the pick, gain over the reference), and whether every step converged."""
+        """(pick [3], score at the pick, gain over the reference), and whether every step converged."""
         fit = self.fit(Y, w)
         pipe = self.pipeline(fit)
         pick = cj.optimal_mixture(pipe, 3, key=KEY, model_size=TARGET)
-        gain = pick.value - pipe.objective(jnp.asarray(REFERENCE)[None], jnp.array([TARGET]))[0]
+        gain = pick.value - pipe.score(jnp.asarray(REFERENCE)[None], jnp.array([TARGET]))[0]
         fitted = jnp.all((fit.status == cj.Status.CONVERGED) | (fit.status == cj.Status.STALLED))  # one start each
         return (pick.r, pick.value, gain), fitted & pick.converged
 
@@ -80,13 +80,13 @@ def central(world, direction_y, direction_w, step):
     return [(np.asarray(a) - np.asarray(b)) / (2 * step) for a, b in zip(plus, minus)]
 
 
-def test_gradient_of_the_picks_objective_matches_refit_and_reoptimize(world):
-    """jax.grad (reverse mode) of the objective at the recommended mixture, and of its gain over the reference,
+def test_gradient_of_the_picks_score_matches_refit_and_reoptimize(world):
+    """jax.grad (reverse mode) of the score at the recommended mixture, and of its gain over the reference,
     with respect to one run's losses (all its benchmarks' proxy losses, relatively) and the runs' weights."""
     world, _, transpose = world
     p = 4
     u_w = np.random.default_rng(3).normal(size=world.P)
-    for k in (1, 2):  # the objective at the pick, the gain over the reference
+    for k in (1, 2):  # the score at the pick, the gain over the reference
         cotangent = tuple(
             jnp.zeros_like(a) if i != k else jnp.ones_like(a)
             for i, a in enumerate(world.chain(world.Y, jnp.ones(world.P))[0])
@@ -95,9 +95,9 @@ def test_gradient_of_the_picks_objective_matches_refit_and_reoptimize(world):
         row = np.zeros_like(world.Y)
         row[:, p] = 1.0
         fd = central(world, row, np.zeros(world.P), 1e-4)[k]
-        grad = float(np.sum(np.asarray(by_y)[:, p] * world.Y[:, p]))  # d/dt of the objective at Y (1 + t row)
+        grad = float(np.sum(np.asarray(by_y)[:, p] * world.Y[:, p]))  # d/dt of the score at Y (1 + t row)
         assert abs(grad - fd) <= 1e-4 * abs(fd), (k, grad, fd)
-        # A run's weight moves the objective at the pick by ~1e-5 per unit: differences of refits (reproducible to
+        # A run's weight moves the score at the pick by ~1e-5 per unit: differences of refits (reproducible to
         # ~1e-12) need a larger step, and a direction over every run for a signal above that.
         fd_w = central(world, np.zeros_like(world.Y), u_w, 1e-3)[k]
         assert abs(float(np.dot(by_w, u_w)) - fd_w) <= 1e-4 * abs(fd_w), (k, np.dot(by_w, u_w), fd_w)
@@ -147,8 +147,8 @@ def test_separable_quadratic_has_the_closed_form_derivative():
 
 
 def test_no_derivative_is_nan_with_a_status():
-    """Not converged, flat (two datasets the objective cannot tell apart) and degenerate (a bound with no pull):
-    the mixture's derivative is NaN and the status says which; the objective's value keeps its envelope
+    """Not converged, flat (two datasets the score cannot tell apart) and degenerate (a bound with no pull):
+    the mixture's derivative is NaN and the status says which; the score's value keeps its envelope
     derivative wherever the ascent converged."""
     a = jnp.array([1.0, 2.0, 3.0])
 
@@ -165,16 +165,16 @@ def test_no_derivative_is_nan_with_a_status():
     )(c)
     assert np.all(np.isnan(value)) and np.all(np.isnan(pick))
 
-    def objective(r, c):  # depends on r_0 + r_1 only: the direction (1, -1, 0) is flat
+    def score(r, c):  # depends on r_0 + r_1 only: the direction (1, -1, 0) is flat
         return -((r[0] + r[1] - c[0]) ** 2) - (r[2] - c[1]) ** 2
 
     c = jnp.array([0.6, 0.4])
     flat = jnp.array([0.3, 0.3, 0.4])
-    assert int(maximum_derivative_status(objective, flat, c)) == cj.DerivativeStatus.SINGULAR
-    assert np.all(np.isnan(jax.jacfwd(lambda c: cj.implicit_mixture(objective, flat, c))(c)))
-    assert np.all(np.isnan(jax.jacrev(lambda c: cj.implicit_mixture(objective, flat, c))(c)))
+    assert int(maximum_derivative_status(score, flat, c)) == cj.DerivativeStatus.SINGULAR
+    assert np.all(np.isnan(jax.jacfwd(lambda c: cj.implicit_mixture(score, flat, c))(c)))
+    assert np.all(np.isnan(jax.jacrev(lambda c: cj.implicit_mixture(score, flat, c))(c)))
     # the value at the maximum keeps its (envelope) derivative: d/dc of max = 2 (r_0 + r_1 - c_0), 2 (r_2 - c_1) = 0
-    envelope = jax.grad(lambda c: value_at_maximum(objective, flat, c))(c)
+    envelope = jax.grad(lambda c: value_at_maximum(score, flat, c))(c)
     np.testing.assert_allclose(envelope, [0.0, 0.0], atol=1e-12)
 
     def separable(r, c):

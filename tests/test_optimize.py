@@ -17,7 +17,7 @@ def log_utility(r):
     return jnp.sum(C * jnp.log(r))
 
 
-def test_concave_objective_reaches_the_analytic_optimum():
+def test_concave_score_reaches_the_analytic_optimum():
     result = cj.optimal_mixture(log_utility, 4, key=jax.random.key(0))
     np.testing.assert_allclose(result.r, C / C.sum(), atol=1e-4)
     assert float(result.kkt_residual) < 1e-4

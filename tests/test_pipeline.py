@@ -1,4 +1,4 @@
-"""The end-to-end pipeline: accuracy from mixtures, objective gradients, batched pipelines, benchmark fits."""
+"""The end-to-end pipeline: accuracy from mixtures, score gradients, batched pipelines, benchmark fits."""
 
 from importlib import resources
 
@@ -14,9 +14,9 @@ import camel_jax as cj
 from camel_jax import simulate
 
 
-def test_objectives_table_is_the_papers():
-    assert set(cj.OBJECTIVES) == {"balanced", "math", "code", "knowledge"}
-    assert cj.OBJECTIVES["balanced"] == {
+def test_benchmark_weights_table_is_the_papers():
+    assert set(cj.BENCHMARK_WEIGHTS) == {"balanced", "math", "code", "knowledge"}
+    assert cj.BENCHMARK_WEIGHTS["balanced"] == {
         "mmlu": 0.20,
         "arc_c": 0.10,
         "bbh": 0.15,
@@ -25,13 +25,13 @@ def test_objectives_table_is_the_papers():
         "humaneval": 0.15,
         "ceval": 0.10,
     }
-    assert cj.OBJECTIVES["math"]["math"] == 0.30 and cj.OBJECTIVES["code"]["humaneval"] == 0.25
-    assert cj.OBJECTIVES["knowledge"]["mmlu"] == 0.30 and cj.OBJECTIVES["knowledge"]["ceval"] == 0.22
-    for weights in cj.OBJECTIVES.values():
+    assert cj.BENCHMARK_WEIGHTS["math"]["math"] == 0.30 and cj.BENCHMARK_WEIGHTS["code"]["humaneval"] == 0.25
+    assert cj.BENCHMARK_WEIGHTS["knowledge"]["mmlu"] == 0.30 and cj.BENCHMARK_WEIGHTS["knowledge"]["ceval"] == 0.22
+    for weights in cj.BENCHMARK_WEIGHTS.values():
         assert abs(sum(weights.values()) - 1) < 1e-12
 
 
-def test_pipeline_accuracy_and_objective_match_the_formula():
+def test_pipeline_accuracy_and_score_match_the_formula():
     pipe = make_pipeline()
     r = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(3), 5))
     M = jnp.full(5, 12.0)
@@ -39,12 +39,12 @@ def test_pipeline_accuracy_and_objective_match_the_formula():
     for b, w in (("mmlu", 0.5), ("gsm8k", 0.3), ("humaneval", 0.2)):
         proxy = np.asarray(pipe.loss_laws[b](r, M))
         np.testing.assert_allclose(acc[b], 0.25 + 0.7 / (1 + np.exp(proxy - 2.0)), rtol=1e-12)
-    np.testing.assert_allclose(pipe.objective(r, M), sum(w * acc[b] for b, w in pipe.benchmark_weights), rtol=1e-14)
+    np.testing.assert_allclose(pipe.score(r, M), sum(w * acc[b] for b, w in pipe.benchmark_weights), rtol=1e-14)
 
 
-def test_pipeline_objective_gradient_matches_finite_differences():
+def test_pipeline_score_gradient_matches_finite_differences():
     pipe = make_pipeline()
-    f = lambda r: pipe.objective(r[None], jnp.array([20.0]))[0]  # noqa: E731
+    f = lambda r: pipe.score(r[None], jnp.array([20.0]))[0]  # noqa: E731
     r0 = jnp.array([0.5, 0.3, 0.2])
     grad = np.asarray(jax.grad(f)(r0))
     fd = np.array([(f(r0 + 1e-6 * e) - f(r0 - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
@@ -69,7 +69,7 @@ def test_batched_pipeline_gives_one_mixture_per_resample_or_a_robust_one():
         np.testing.assert_allclose(per.r[i], alone.r, atol=1e-6)
     robust = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean")
     assert robust.r.shape == (3,)
-    mean_value = lambda r: float(jnp.mean(pipe.objective(r[None], jnp.array([20.0]))))  # noqa: E731
+    mean_value = lambda r: float(jnp.mean(pipe.score(r[None], jnp.array([20.0]))))  # noqa: E731
     assert mean_value(robust.r) >= max(mean_value(per.r[i]) for i in range(4)) - 1e-9
     low = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust=("quantile", 0.1))
     assert low.r.shape == (3,)
@@ -77,9 +77,9 @@ def test_batched_pipeline_gives_one_mixture_per_resample_or_a_robust_one():
     assert list(path.columns) == ["size", "dataset", "weight", "low", "high"] and len(path) == 6
 
 
-def test_simulated_world_optimum_is_recovered_from_its_own_objective():
+def test_simulated_world_optimum_is_recovered_from_its_own_score():
     world = simulate.default_world(jax.random.key(0))
-    f = lambda r: world.objective(r, 20.0, cj.OBJECTIVES["balanced"])  # noqa: E731
+    f = lambda r: world.score(r, 20.0, cj.BENCHMARK_WEIGHTS["balanced"])  # noqa: E731
     result = cj.optimal_mixture(f, 5, key=jax.random.key(0), restarts=4)
     assert float(result.kkt_residual) < 1e-4
     rng = np.random.default_rng(0)

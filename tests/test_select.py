@@ -94,7 +94,7 @@ def test_camel_data_runs_through_the_pipeline_bootstrap_save_and_optimizer(tmp_p
     assert isinstance(out.pipeline.loss_laws["mmlu"], cj.CAMELData) and out.pipelines.batch_shape == (4,)
     back = cj.load(cj.save(out.pipelines, tmp_path / "pipes"))
     r = np.asarray(simulate.REFERENCE)[None, :]
-    np.testing.assert_array_equal(back.objective(r, np.full(1, 20.0)), out.pipelines.objective(r, np.full(1, 20.0)))
+    np.testing.assert_array_equal(back.score(r, np.full(1, 20.0)), out.pipelines.score(r, np.full(1, 20.0)))
     result = cj.optimal_mixture(out, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
                                 reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
     assert abs(float(np.sum(result.r)) - 1) < 1e-6 and result.decision is not None

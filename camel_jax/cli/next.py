@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
     nxt.add_argument("--size", type=float, required=True, help="the target model size the decision is for")
     nxt.add_argument("--batch", type=int, default=1, help="at most this many runs (default 1)")
     nxt.add_argument("--noise", type=float, default=None, help="sd of one measured outcome (default: the fit's rms "
-                     "residual, or a fit_pipeline result's objective noise; required for a saved pipeline or "
+                     "residual, or a fit_pipeline result's score noise; required for a saved pipeline or "
                      "bootstrap)")  # fmt: skip
     nxt.add_argument("--reference", default=None, help="score the gain over this mixture (comma-separated)")
     nxt.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of a `fit` .npz (default 200)")
@@ -122,7 +122,7 @@ def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any) -> tuple[Any, f
     from ..fitting._fit import FitResult
     from ..mixture._pipeline import Pipeline, PipelineFit
 
-    if isinstance(saved, PipelineFit):  # its objective's noise is the default
+    if isinstance(saved, PipelineFit):  # its score's noise is the default
         return saved, args.noise
     if isinstance(saved, (BootstrapResult, Pipeline)):
         if args.noise is None:

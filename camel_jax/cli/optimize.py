@@ -174,7 +174,7 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
 
 def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
     """--weights name=w,... or the named --objective, restricted to the pipeline's benchmarks."""
-    from ..mixture._pipeline import OBJECTIVES
+    from ..mixture._pipeline import BENCHMARK_WEIGHTS
 
     if args.objective and args.weights:
         raise UserError("give --objective or --weights, not both")
@@ -193,10 +193,10 @@ def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]
             )
         return weights
     name = args.objective or "balanced"
-    if name not in OBJECTIVES:
-        raise UserError(f"unknown objective {name!r}; choose one of {sorted(OBJECTIVES)}")
-    weights = {b: w for b, w in OBJECTIVES[name].items() if b in saved.loss_laws}
-    left_out = sorted(set(OBJECTIVES[name]) - set(weights))
+    if name not in BENCHMARK_WEIGHTS:
+        raise UserError(f"unknown objective {name!r}; choose one of {sorted(BENCHMARK_WEIGHTS)}")
+    weights = {b: w for b, w in BENCHMARK_WEIGHTS[name].items() if b in saved.loss_laws}
+    left_out = sorted(set(BENCHMARK_WEIGHTS[name]) - set(weights))
     if not weights:
         raise UserError(f"the pipeline has none of the {name} objective's benchmarks; use --weights")
     if left_out:

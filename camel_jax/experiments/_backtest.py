@@ -1,4 +1,4 @@
-"""Does the pick win? Each method's recommended mixture, scored by the true objective of a simulated world.
+"""Does the pick win? Each method's recommended mixture, scored by the true score of a simulated world.
 
 The paper's question (Li, Gu & Zhang 2026, Figure 1 and Tables 1-2) asked of a world whose truth is known: train
 the small runs a design and a FLOPs budget allow, fit, choose the mixture for the target size, and measure the
@@ -10,11 +10,11 @@ compiles once whatever the number of repeats and budgets, and every method sees 
 Bands and robust picks (`backtest(..., n_resamples=B, robust=..., level=0.95)`): with B > 0 every law method's
 mixture laws are also refitted on B bootstrap resamples of the runs each cell trained (whole runs, within each
 size; warm-started from the cell's fit; every cell, benchmark and resample one multi-target fit). `low` and `high`
-are then the `level` percentile band of the objective at the pick across those resamples and `covered` says
+are then the `level` percentile band of the score at the pick across those resamples and `covered` says
 whether the true value lies in it. That band is the plain bootstrap's: the loss-to-benchmark laws are the cell's
 point fits and no extrapolation calibration is added, so it measures how well such a band covers at the target.
 `robust` ("mean" or ("quantile", q), needs B >= 2) makes each law method pick the mixture maximizing that
-statistic of the objective over its cell's resamples (`optimal_mixture`'s `robust`). Nested DML keeps its point
+statistic of the score over its cell's resamples (`optimal_mixture`'s `robust`). Nested DML keeps its point
 pick; `low`, `high` and `covered` are NaN without resamples and for dml, size-agnostic, best-observed and
 callables.
 
@@ -32,6 +32,7 @@ design costs `rounds` x (one method's fits with resamples) and compiles once.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -43,13 +44,14 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from .._deprecated import renamed_keywords, warn_renamed
 from ..fitting._calibrate import warm_starts
 from ..fitting._fit import fit
 from ..laws import law_template
 from ..laws._base import count
 from ..mixture._next import greedy_batch
 from ..mixture._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
-from ..mixture._pipeline import OBJECTIVES, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
+from ..mixture._pipeline import BENCHMARK_WEIGHTS, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
 from ..solver._checks import DESIGN_WARNINGS
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
 from ._evaluate import DMLNested, identical_rows
@@ -125,7 +127,7 @@ class _Design:
 
 @dataclasses.dataclass(frozen=True)
 class _Setup:
-    """Everything a method needs: the design, the objective's benchmarks and weights, the bounds and the keys."""
+    """Everything a method needs: the design, the score's benchmarks and weights, the bounds and the keys."""
 
     world: World
     design: _Design
@@ -142,12 +144,13 @@ class _Setup:
     adaptive: AdaptiveOptions = ADAPTIVE
 
 
+@renamed_keywords(objective="benchmark_weights")
 def backtest(
     world: World,
     methods: Sequence[str | Callable[..., ArrayLike]] | Mapping[str, str | Callable[..., ArrayLike]] = BACKTEST_METHODS,
     *,
     key: Array,
-    objective: str | Mapping[str, float] = "balanced",
+    benchmark_weights: str | Mapping[str, float] = "balanced",
     target_size: float = 20.0,
     train_sizes: Sequence[float] = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0),
     reference: ArrayLike | None = None,
@@ -164,21 +167,23 @@ def backtest(
     level: float = 0.95,
     adaptive: AdaptiveOptions | Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Backtest mixture-choosing methods on a world whose true objective is known.
+    """Backtest mixture-choosing methods on a world whose true score is known.
 
     **Arguments**:
-    - `world`: a `simulate.World`, whose true objective scores every pick.
+    - `world`: a `simulate.World`, whose true score (`World.true_score`) judges every pick.
     - `key`: draws the runs' noise, the strategies' choices and every fit's starts; `repeats`: independent
       repeats (fresh noise and choices) of every (method, budget) cell.
     - `methods`: names from `BACKTEST_METHODS` or callables, as a sequence or as {label: method}. `"camel"` (tied
       CAMEL, k=3), `"camel-free"` (free profiles), `"camel-data"` (tied CAMELData, k=3, at the runs' one token
       count), `"sodm"` (SODMAdditive in size) and `"dml"` (nested, as the paper runs it) fit the end-to-end
       pipeline and optimize it at `target_size`; `"size-agnostic"` optimizes the tied CAMEL pipeline at the
-      largest trained size instead; `"best-observed"` picks the trained mixture with the best observed objective
-      at the largest trained size (no law). A callable is called as `method(runs, objective=weights,
-      target_size=..., key=...)` with the training runs it may see (a DataFrame with the mixture columns
-      `r_<dataset>`, `size`, `flops` and `acc_<benchmark>`) and returns a mixture [n].
-    - `objective`: a name of `OBJECTIVES` or {benchmark: weight}. `target_size`: the size to choose for.
+      largest trained size instead; `"best-observed"` picks the trained mixture with the best observed score
+      at the largest trained size (no law). A callable is called as `method(runs, benchmark_weights=weights,
+      target_size=..., key=...)` (`weights` a dict {benchmark: w_b}) with the training runs it may see (a
+      DataFrame with the mixture columns `r_<dataset>`, `size`, `flops` and `acc_<benchmark>`) and returns a
+      mixture [n]; a callable written for the old keyword `objective=` still gets it, with a warning.
+    - `benchmark_weights`: the weights of the score, a name of `BENCHMARK_WEIGHTS` or {benchmark: w_b} (the old
+      keyword `objective=` is deprecated). `target_size`: the size to choose for.
     - The runs: `mixtures` (default: `perturbed_mixtures(reference, 0.2)`, the paper's 11) at `train_sizes`, with
       relative `noise` (the world's heteroscedastic scale applies) drawn afresh for every repeat.
       `reference` defaults to the paper's `REFERENCE` (5 datasets) or the uniform mixture.
@@ -195,7 +200,7 @@ def backtest(
     (nested DML with no mixture trained at 3 sizes) it keeps the reference.
     """
     resampling = _resampling(n_resamples, robust, level) | {"adaptive": _adaptive_options(adaptive)}  # checked
-    setup, labelled = _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures,
+    setup, labelled = _setup(world, methods, key, benchmark_weights, target_size, train_sizes, reference, mixtures,
                              budgets, strategy, repeats, noise, max_shift, restarts, resampling)  # fmt: skip
     truth = _truth(setup)
     cache: dict[tuple[str, str], Any] = {}
@@ -206,7 +211,7 @@ def backtest(
 
 
 def _method_rows(label, method, strategy, setup, cache, truth, name) -> pd.DataFrame:
-    """One method's rows: its picks scored by the truth (the true objective, (optimum, reference value))."""
+    """One method's rows: its picks judged by the truth (the true score, (optimum, reference value))."""
     true_f, scale = truth
     with warnings.catch_warnings():  # small budgets fit few runs by design: the regret is the report
         warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
@@ -216,9 +221,9 @@ def _method_rows(label, method, strategy, setup, cache, truth, name) -> pd.DataF
 
 
 def _truth(setup: _Setup) -> tuple[Callable[[Array], Array], tuple[float, float]]:
-    """The world's true objective at the target, and (its optimum over the search region, its reference value)."""
+    """The world's true score at the target, and (its optimum over the search region, its reference value)."""
     world = setup.world
-    true_f = world.true_objective(setup.target_size, setup.weights)
+    true_f = world.true_score(setup.target_size, setup.weights)
     key = jax.random.fold_in(setup.key, 1)
     truth = optimal_mixture(true_f, world.n_datasets, key=key, restarts=32, **setup.region)
     return true_f, (float(truth.value), float(true_f(jnp.asarray(setup.reference))))
@@ -237,12 +242,12 @@ def _resampling(n_resamples: int, robust: Any, level: float) -> dict[str, Any]:
     return {"n_resamples": int(n_resamples), "robust": robust, "level": float(level)}
 
 
-def _setup(world, methods, key, objective, target_size, train_sizes, reference, mixtures, budgets, strategy,
+def _setup(world, methods, key, benchmark_weights, target_size, train_sizes, reference, mixtures, budgets, strategy,
            repeats, noise, max_shift, restarts, resampling) -> tuple[_Setup, dict[str, tuple[Any, str]]]:  # fmt: skip
     """Checks every argument (before any compute) and builds the design."""
     if not isinstance(world, World):
         raise TypeError(f"`world` must be a camel_jax.simulate.World; got {type(world).__name__}")
-    weights = _objective_weights(objective, world)
+    weights = _weights(benchmark_weights, world)
     labelled = _labelled(methods, strategy)
     count(repeats, "repeats")
     count(restarts, "restarts")
@@ -313,24 +318,24 @@ def _adaptive_masks(setup: _Setup) -> dict[str, np.ndarray]:
 
 def _decision_ensemble(law: str, setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What `next_runs` scores, for every cell at once: the resampled gain of the recommended mixture (robust mean)
-    over the reference at the target q [C, B], every run's resampled objective F [C, B, P], and the noise sd of one
-    run's objective [C] (the rms residual of the cell's point pipeline over the runs it trained)."""
+    over the reference at the target q [C, B], every run's resampled score F [C, B, P], and the noise sd of one
+    run's score [C] (the rms residual of the cell's point pipeline over the runs it trained)."""
     r, size = jnp.asarray(setup.design.r), jnp.asarray(setup.design.size)
     pipelines, _, boot = _fit_pipelines(law, setup, masks, _benchmark_laws(setup, masks))
     assert boot is not None  # `law` is never nested DML and `setup` has resamples
     key = jax.random.fold_in(setup.key, 8)
     best = robust_mixtures(boot, key=key, model_size=setup.target_size, robust="mean", **setup.region)
     M, ref = jnp.asarray([setup.target_size]), jnp.asarray(setup.reference)[None, :]
-    q = jax.vmap(lambda p, r: p.objective(r[None, :], M)[:, 0] - p.objective(ref, M)[:, 0])(boot, best.r)
-    F = boot.objective(r, size)  # [C, B, P]
+    q = jax.vmap(lambda p, r: p.score(r[None, :], M)[:, 0] - p.score(ref, M)[:, 0])(boot, best.r)
+    F = boot.score(r, size)  # [C, B, P]
     W = masks.reshape(-1, masks.shape[-1])
-    residual = np.tile(_observed(setup), (masks.shape[0], 1)) - np.asarray(pipelines.objective(r, size))
+    residual = np.tile(_observed(setup), (masks.shape[0], 1)) - np.asarray(pipelines.score(r, size))
     noise = np.sqrt((W * residual**2).sum(axis=1) / np.maximum(W.sum(axis=1), 1.0))
     return np.asarray(q), np.asarray(F), noise
 
 
 def _observed(setup: _Setup) -> np.ndarray:
-    """The observed objective of every run in every repeat [R, P]."""
+    """The observed score of every run in every repeat [R, P]."""
     index = [setup.world.benchmarks.index(b) for b in setup.names]
     return setup.design.accuracies[:, :, index] @ np.array([setup.weights[b] for b in setup.names])
 
@@ -345,15 +350,16 @@ def _reference(world: World, reference: ArrayLike | None) -> np.ndarray:
     return ref
 
 
-def _objective_weights(objective: str | Mapping[str, float], world: World) -> dict[str, float]:
-    if isinstance(objective, str):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; choose one of {sorted(OBJECTIVES)} or give weights")
-        return dict(OBJECTIVES[objective])
-    weights = {b: float(w) for b, w in objective.items()}
+def _weights(benchmark_weights: str | Mapping[str, float], world: World) -> dict[str, float]:
+    if isinstance(benchmark_weights, str):
+        if benchmark_weights not in BENCHMARK_WEIGHTS:
+            raise ValueError(f"unknown benchmark weights {benchmark_weights!r}; choose one of "
+                             f"{sorted(BENCHMARK_WEIGHTS)} or give {{benchmark: weight}}")  # fmt: skip
+        return dict(BENCHMARK_WEIGHTS[benchmark_weights])
+    weights = {b: float(w) for b, w in benchmark_weights.items()}
     unknown = [b for b in weights if b not in world.benchmarks]
     if unknown:
-        raise ValueError(f"objective weights name benchmarks {unknown} the world lacks; it has {world.benchmarks}")
+        raise ValueError(f"`benchmark_weights` name benchmarks {unknown} the world lacks; it has {world.benchmarks}")
     return weights
 
 
@@ -416,7 +422,7 @@ _Band = tuple[np.ndarray, np.ndarray] | None
 
 
 def _run_method(method: Any, setup: _Setup, strategy: str, cache: dict) -> tuple[np.ndarray, np.ndarray, _Band]:
-    """(picks [nb * R, n], predicted values [nb * R], the band (low, high) of the objective at the picks or
+    """(picks [nb * R, n], predicted values [nb * R], the band (low, high) of the score at the picks or
     None) of one method, rows budget-major."""
     masks = setup.design.masks[strategy]  # [nb, R, P]
     if callable(method):
@@ -443,9 +449,9 @@ def _run_method(method: Any, setup: _Setup, strategy: str, cache: dict) -> tuple
 
 
 def _band(boot: Pipeline, picks: np.ndarray, setup: _Setup) -> tuple[np.ndarray, np.ndarray]:
-    """The `level` percentile band of each cell's resampled objective at its pick: (low [C], high [C])."""
+    """The `level` percentile band of each cell's resampled score at its pick: (low [C], high [C])."""
     size = jnp.asarray([setup.target_size])
-    draws = jax.vmap(lambda p, r: p.objective(r[None, :], size)[:, 0])(boot, jnp.asarray(picks))  # [C, B]
+    draws = jax.vmap(lambda p, r: p.score(r[None, :], size)[:, 0])(boot, jnp.asarray(picks))  # [C, B]
     tail = 100 * (1 - setup.level) / 2
     low, high = np.percentile(np.asarray(draws), [tail, 100 - tail], axis=1)
     return low, high
@@ -548,7 +554,7 @@ def _template(law: str, n: int, key: Array) -> Any:
 
 
 def _best_observed(setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The trained mixture with the best observed objective at the largest size trained in each mask."""
+    """The trained mixture with the best observed score at the largest size trained in each mask."""
     d = setup.design
     observed = _observed(setup)  # [R, P]
     picks, values = [], []
@@ -562,13 +568,28 @@ def _best_observed(setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.array(picks), np.array(values)
 
 
+def _weights_keyword(method: Callable) -> str:
+    """`benchmark_weights`, or `objective` (with a warning) for a method written before issue 33 that takes only
+    the old keyword."""
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read (some builtins): call it the documented way
+        return "benchmark_weights"
+    if "objective" in parameters and "benchmark_weights" not in parameters:
+        warn_renamed("a backtest method taking `objective=`", "one taking `benchmark_weights=`")
+        return "objective"
+    return "benchmark_weights"
+
+
 def _callable_picks(method: Callable, setup: _Setup, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     picks = []
+    keyword = _weights_keyword(method)
     for j in range(masks.shape[0]):
         for i in range(masks.shape[1]):
             runs = setup.design.frame(i, masks[j, i], setup.world.benchmarks)
             key = jax.random.fold_in(setup.key, 1000 + j * masks.shape[1] + i)
-            r = np.asarray(method(runs, objective=dict(setup.weights), target_size=setup.target_size, key=key), float)
+            weights = {keyword: dict(setup.weights)}
+            r = np.asarray(method(runs, **weights, target_size=setup.target_size, key=key), float)
             if r.shape != (setup.world.n_datasets,) or np.any(r < -1e-9) or abs(r.sum() - 1) > 1e-6:
                 raise ValueError(f"method {_label(method)!r} returned {r}: not a mixture of {setup.world.n_datasets}")
             picks.append(r)

@@ -2,11 +2,11 @@
 
 Real mixture studies train a few mixtures at a size larger than the rest (dmsl_shukor2025: four at 2.7B;
 mixinglaws_ye2024: six at 1B; regmix_liu2024: 256 at 60M). Hold those out as `candidates`, fit each method on the
-smaller `train` runs, let it rank the candidates by their predicted objective (a weighted mean of losses, lower is
-better) and score its pick by the measured objective: the regret (pick minus the best candidate), its share of the
-candidates' range, and the rank correlation between predicted and measured objectives. With a handful of
-candidates one decision is weak evidence: report several objectives (one per validation loss) and read the
-spread, not one number.
+smaller `train` runs, let it rank the candidates by their predicted weighted loss (a weighting: a weighted mean of
+losses, lower is better) and judge its pick by the measured one: the regret (pick minus the best candidate), its
+share of the candidates' range, and the rank correlation between predicted and measured weighted losses. With a
+handful of candidates one decision is weak evidence: report several weightings (one per validation loss) and read
+the spread, not one number.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array
 
+from .._deprecated import renamed_keywords
 from ..fitting._fit import fit
 from ..fitting._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
 from ..laws import law_template
@@ -29,18 +30,19 @@ from ._evaluate import DMLNested, identical_rows
 
 OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")
 OBSERVED_COLUMNS = (
-    "data", "objective", "method", "at_size", "n_train", "n_candidates", "pick", "regret", "regret_share",
+    "data", "weighting", "method", "at_size", "n_train", "n_candidates", "pick", "regret", "regret_share",
     "spearman", "predicted_value", "true_value", "best_value", "worst_value",
 )  # fmt: skip
 
 
+@renamed_keywords(objectives="weightings")
 def backtest_observed(
     train: pd.DataFrame,
     candidates: pd.DataFrame,
     *,
     mixture: Sequence[str],
     size: str,
-    objectives: Mapping[str, Mapping[str, float]] | Sequence[str],
+    weightings: Mapping[str, Mapping[str, float]] | Sequence[str],
     key: Array,
     methods: Sequence[str] = OBSERVED_METHODS,
     restarts: int = 16,
@@ -50,27 +52,27 @@ def backtest_observed(
 
     **Arguments**:
     - `train`, `candidates`: runs tables with the `mixture` columns, the `size` column and the loss columns the
-      objectives name. Every candidate must have every named loss; a missing training loss only drops that run
+      weightings name. Every candidate must have every named loss; a missing training loss only drops that run
       from that loss's fit. Neither table is modified.
-    - `objectives`: {objective name: {loss column: weight}}, each the weighted mean of its losses (lower is better);
-      a list of loss columns is one objective per column.
+    - `weightings`: {name: {loss column: weight}}, each the weighted mean of its losses (lower is better); a list
+      of loss columns is one weighting per column (the old keyword `objectives=` is deprecated).
     - `methods`: names from `OBSERVED_METHODS`. `"camel"` (tied, k=3), `"camel-free"`, `"camel-data"` (tied
       CAMELData, k=3, without a tokens input) and `"sodm"` (SODMAdditive in size) fit one law per loss and predict
       each candidate at its own size; `"size-agnostic"` predicts with the tied CAMEL fit at the largest trained
       size; `"dml"` is the paper's nested DML at the candidates' size (it needs one candidate size and mixtures
-      trained at >= 3 sizes); `"best-observed"` ranks the candidates by their measured objective at the largest
+      trained at >= 3 sizes); `"best-observed"` ranks the candidates by their measured weighted loss at the largest
       trained size that holds the most of them (no law; candidates not trained there rank last, and with none
       trained at all it has no pick).
       When `train` holds a single size, no law can say how size changes the ranking: every law method then
       predicts at that size (the `at_size` column says so) and `"dml"` is skipped.
     - `restarts`: of every fit; `key`: the fits' random key; `name`: the `data` column.
 
-    **Returns**: one row per (objective, method), columns `OBSERVED_COLUMNS` then the pick's mixture `r_<column>`.
-    `pick` is the chosen candidate's index label, `regret` = its measured objective minus the best candidate's
+    **Returns**: one row per (weighting, method), columns `OBSERVED_COLUMNS` then the pick's mixture `r_<column>`.
+    `pick` is the chosen candidate's index label, `regret` = its measured weighted loss minus the best candidate's
     (>= 0), `regret_share` = regret / (worst - best), `spearman` the rank correlation of predicted and measured
-    objectives over the candidates (NaN for best-observed when fewer than 2 candidates were trained).
+    weighted losses over the candidates (NaN for best-observed when fewer than 2 candidates were trained).
     """
-    weights = _objective_table(objectives)
+    weights = _weighting_table(weightings)
     losses = sorted({c for w in weights.values() for c in w})
     mixture = _column_list(mixture, "mixture")
     unknown = [m for m in methods if m not in OBSERVED_METHODS]
@@ -84,10 +86,10 @@ def backtest_observed(
         per_loss = _per_loss_predictions(methods, (r_train, s_train, Y, W), r_cand, s_cand, restarts, key)
     predictions = {m: ({o: _combine(w, losses, p) for o, w in weights.items()}, at) for m, (p, at) in per_loss.items()}
     rows = []
-    for objective, truth in measured.items():
+    for weighting, truth in measured.items():
         for method, (predicted, at_size) in predictions.items():
-            p = predicted[objective]
-            rows.append(_row(name, objective, method, at_size, len(train), candidates.index, p, truth)
+            p = predicted[weighting]
+            rows.append(_row(name, weighting, method, at_size, len(train), candidates.index, p, truth)
                         | _mixture_of(p, r_cand, mixture))  # fmt: skip
     return pd.DataFrame(rows, columns=[*OBSERVED_COLUMNS, *(f"r_{c}" for c in mixture)])
 
@@ -115,10 +117,10 @@ def _per_loss_predictions(methods, runs, r_cand, s_cand, restarts, key) -> dict[
     return out
 
 
-def _row(name, objective, method, at_size, n_train, index, p, truth) -> dict[str, Any]:
+def _row(name, weighting, method, at_size, n_train, index, p, truth) -> dict[str, Any]:
     """One row of the result; a method with no finite prediction (best-observed with no candidate trained at the
     largest size) has no pick: NaN regret and an empty pick."""
-    row = {"data": name, "objective": objective, "method": method, "at_size": at_size, "n_train": n_train,
+    row = {"data": name, "weighting": weighting, "method": method, "at_size": at_size, "n_train": n_train,
            "n_candidates": len(index), "best_value": truth.min(), "worst_value": truth.max()}  # fmt: skip
     if not np.isfinite(p).any():
         return row | {"pick": None, "regret": np.nan, "regret_share": np.nan, "spearman": np.nan,
@@ -160,20 +162,20 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def _objective_table(objectives: Any) -> dict[str, dict[str, float]]:
-    if isinstance(objectives, str):
-        raise TypeError(f"`objectives` must be a list of loss columns or a mapping; got the string {objectives!r}")
-    if not isinstance(objectives, Mapping):
-        objectives = {str(c): {str(c): 1.0} for c in objectives}
-    if len(objectives) == 0:
-        raise ValueError("`objectives` is empty: name at least one loss column")
+def _weighting_table(weightings: Any) -> dict[str, dict[str, float]]:
+    if isinstance(weightings, str):
+        raise TypeError(f"`weightings` must be a list of loss columns or a mapping; got the string {weightings!r}")
+    if not isinstance(weightings, Mapping):
+        weightings = {str(c): {str(c): 1.0} for c in weightings}
+    if len(weightings) == 0:
+        raise ValueError("`weightings` is empty: name at least one loss column")
     table = {}
-    for name, w in objectives.items():
+    for name, w in weightings.items():
         if not isinstance(w, Mapping) or len(w) == 0:
-            raise ValueError(f"objective {name!r} must be a non-empty {{loss column: weight}} mapping; got {w!r}")
+            raise ValueError(f"weighting {name!r} must be a non-empty {{loss column: weight}} mapping; got {w!r}")
         bad = [c for c, v in w.items() if not (np.isfinite(v) and v >= 0)]
         if bad or sum(w.values()) <= 0:
-            raise ValueError(f"objective {name!r}: weights must be finite, >= 0 and not all 0; check {bad or list(w)}")
+            raise ValueError(f"weighting {name!r}: weights must be finite, >= 0 and not all 0; check {bad or list(w)}")
         table[str(name)] = {str(c): float(v) for c, v in w.items()}
     return table
 
@@ -214,7 +216,7 @@ def _runs(df: pd.DataFrame, mixture: list[str], size: str, losses: list[str], wh
 
 
 def _combine(weights: Mapping[str, float], losses: list[str], values: np.ndarray) -> np.ndarray:
-    """The weighted mean over an objective's losses of per-loss values [L, P] -> [P]."""
+    """The weighted mean over a weighting's losses of per-loss values [L, P] -> [P]."""
     w = np.array([weights.get(c, 0.0) for c in losses])
     return (w @ values) / w.sum()
 

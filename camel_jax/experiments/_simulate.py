@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike, Float
 
+from .._deprecated import warn_renamed
 from ..fitting._io import BenchmarkData, MixtureData
 
 # Paper Appendix "Details of Model Architectures": at scale index M, M layers, hidden 112 M, expert FFN width 32 M,
@@ -163,15 +164,26 @@ class World(eqx.Module):
             return jnp.ones(r.shape[0], r.dtype)
         return jnp.exp(r @ self.noise_log_scale)
 
-    def objective(self, r: Float[Array, " n"], size: float | Array, weights: Mapping[str, float]) -> Array:
-        """True weighted benchmark accuracy sum_b w_b Acc_b(r, M) of one mixture."""
-        return self.true_objective(size, weights)(r)
+    def score(self, r: Float[Array, " n"], size: float | Array, weights: Mapping[str, float]) -> Array:
+        """The true score of one mixture: the weighted benchmark accuracy sum_b w_b Acc_b(r, M) (`weights` are
+        benchmark weights, e.g. `BENCHMARK_WEIGHTS["balanced"]`)."""
+        return self.true_score(size, weights)(r)
 
-    def true_objective(self, size: float | Array, weights: Mapping[str, float]) -> TrueObjective:
-        """The true objective at one size as a callable module: `optimal_mixture(world.true_objective(20.0, w),
-        5, key=key)` gives the true optimal mixture, and a new size reuses the compiled program."""
+    def true_score(self, size: float | Array, weights: Mapping[str, float]) -> TrueScore:
+        """The true score at one size as a callable module: `optimal_mixture(world.true_score(20.0, w), 5,
+        key=key)` gives the true optimal mixture, and a new size reuses the compiled program."""
         w = jnp.asarray([float(weights.get(b, 0.0)) for b in self.benchmarks])
-        return TrueObjective(self, jnp.asarray(size, dtype=w.dtype), w)
+        return TrueScore(self, jnp.asarray(size, dtype=w.dtype), w)
+
+    def objective(self, r: Float[Array, " n"], size: float | Array, weights: Mapping[str, float]) -> Array:
+        """Deprecated name of `score`."""
+        warn_renamed("World.objective", "World.score")
+        return self.score(r, size, weights)
+
+    def true_objective(self, size: float | Array, weights: Mapping[str, float]) -> TrueScore:
+        """Deprecated name of `true_score`."""
+        warn_renamed("World.true_objective", "World.true_score")
+        return self.true_score(size, weights)
 
     def runs(
         self,
@@ -233,7 +245,7 @@ def _losses_and_accuracies(world: World, r: Array, size: Array, tokens: Array) -
     return world.losses(r, size, tokens), world.accuracies(r, size, tokens)
 
 
-class TrueObjective(eqx.Module):
+class TrueScore(eqx.Module):
     """r -> sum_b w_b Acc_b(r, M) of a `World` at one size (arrays traced, so sizes share one compilation)."""
 
     world: World
@@ -372,13 +384,14 @@ def realism(world: World, *, key: Array, n_mixtures: int = 3000, sizes: Sequence
     """How much a world cares about the mixture, in the terms real data are quoted in.
 
     Over Dirichlet(1) mixtures with every weight >= 0.02 (drawn from `key`): `loss_spread` {M: [V]} each
-    validation loss's max/min - 1 in percent; `score_spread` {objective: points} the spread (max - min, in
-    accuracy points) of each objective of `OBJECTIVES` at the largest size; `gain` {objective: points} the true
-    optimum over the simplex minus the paper's `REFERENCE` mixture at that size (for 5-dataset worlds);
-    `optima` {objective: r*} and `optimum_by_size` {M: r*} the true optimal mixtures (Balanced objective).
+    validation loss's max/min - 1 in percent; `score_spread` {name: points} the spread (max - min, in
+    accuracy points) of the score of each benchmark weighting of `BENCHMARK_WEIGHTS` at the largest size; `gain`
+    {name: points} the true optimum over the simplex minus the paper's `REFERENCE` mixture at that size (for
+    5-dataset worlds); `optima` {name: r*} and `optimum_by_size` {M: r*} the true optimal mixtures (the Balanced
+    score).
     """
     from ..mixture._optimize import optimal_mixture
-    from ..mixture._pipeline import OBJECTIVES
+    from ..mixture._pipeline import BENCHMARK_WEIGHTS
 
     n = world.n_datasets
     draws = jax.random.dirichlet(key, jnp.ones(n), (20 * n_mixtures,))
@@ -389,16 +402,16 @@ def realism(world: World, *, key: Array, n_mixtures: int = 3000, sizes: Sequence
         loss_spread[float(M)] = 100.0 * (L.max(axis=0) / L.min(axis=0) - 1.0)
     top = float(max(sizes))
     out: dict[str, Any] = {"loss_spread": loss_spread, "score_spread": {}, "gain": {}, "optima": {}}
-    for name, weights in OBJECTIVES.items():
-        f = world.true_objective(top, weights)
+    for name, weights in BENCHMARK_WEIGHTS.items():
+        f = world.true_score(top, weights)
         values = np.asarray(jax.vmap(f)(r))
         best = optimal_mixture(f, n, key=key)
         out["score_spread"][name] = 100.0 * float(values.max() - values.min())
         out["optima"][name] = np.asarray(best.r)
         if n == len(REFERENCE):
             out["gain"][name] = 100.0 * float(best.value - f(jnp.asarray(REFERENCE, dtype=r.dtype)))
-    balanced = OBJECTIVES["balanced"]
+    balanced = BENCHMARK_WEIGHTS["balanced"]
     out["optimum_by_size"] = {
-        float(M): np.asarray(optimal_mixture(world.true_objective(float(M), balanced), n, key=key).r) for M in sizes
+        float(M): np.asarray(optimal_mixture(world.true_score(float(M), balanced), n, key=key).r) for M in sizes
     }
     return out

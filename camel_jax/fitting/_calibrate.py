@@ -31,7 +31,7 @@ fit inside the data, which would otherwise hide a shared drift as large as the n
 default family, where errors past the data are mostly one shift shared by all mixtures). A law that extrapolates
 as well as its bootstrap says gets kappa = 0 and its bands back unchanged. The kappas rest on a few held-out
 cells (3 with the default 2 folds), so the extrapolation term of a band uses the Student-t quantile with as many
-degrees of freedom as cells (and `objective_draws` draws it from that t distribution): a variance estimated from
+degrees of freedom as cells (and `score_draws` draws it from that t distribution): a variance estimated from
 a few numbers is itself uncertain, and the normal quantile would undercover.
 """
 
@@ -183,7 +183,7 @@ def calibrate_folds(
     options: FitOptions | None = None,
 ) -> tuple[Calibration, HeldOut]:
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
-    calibrations in other units (the objective and the gain of `calibrate_decision`) at no further fit."""
+    calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
     options = resolve_options(options)
     count(n_resamples, "n_resamples", least=2)
     if holdout is not None:
@@ -318,15 +318,15 @@ class HeldOut:
 
 
 class DecisionCalibration(eqx.Module):
-    """What held-out sizes say about the objective and about the gain of one mixture over another, in objective
+    """What held-out sizes say about the score and about the gain of one mixture over another, in score
     units (see `calibrate_decision`).
 
     At a size M with d = max(0, log(M / size_max)), beyond what the bootstrap sees:
-    - the objective of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2);
+    - the score of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2);
     - the true gain of r over r0 is `scale` times the predicted one (known to `scale_se`) plus
       N(0, 2 (gain_floor^2 + gain_slope^2 d^2)): each mixture's own error, the error both share cancelling.
 
-    **Fields** (scalars): those above, `noise_sd` (one run's measured objective: the noise floor),
+    **Fields** (scalars): those above, `noise_sd` (one run's measured score: the noise floor),
     `n_cells` (held-out (fold, size) cells), `n_runs` (held-out runs over all folds), `replicated` (1 when the
     noise came from repeated runs, 0 when from the loss-to-benchmark fits' residuals), `size_max`.
     """
@@ -348,7 +348,7 @@ class DecisionCalibration(eqx.Module):
         return max(0.0, float(np.log(size / float(self.size_max))))
 
     def value_sd(self, size: float) -> float:
-        """The objective's error at `size` that the bootstrap does not see."""
+        """The score's error at `size` that the bootstrap does not see."""
         d = self.distance(size)
         return float(np.sqrt(float(self.value_floor) ** 2 + (float(self.value_slope) * d) ** 2))
 
@@ -380,15 +380,15 @@ def calibrate_decision(
     used: ArrayLike | None = None,
     replicated: bool = False,
 ) -> DecisionCalibration:
-    """Calibrate the objective and the gain on held-out sizes (method of moments, see `DecisionCalibration`).
+    """Calibrate the score and the gain on held-out sizes (method of moments, see `DecisionCalibration`).
 
-    Fold j was fitted on the runs of size <= keeps[j] and predicted the objective `predicted[j]` at every run;
+    Fold j was fitted on the runs of size <= keeps[j] and predicted the score `predicted[j]` at every run;
     each larger size it did not see is a cell c of H_c runs at distance d_c = log(size / keeps[j]). With
     e_p = predicted - measured and s^2 = `noise_sd`^2 when it is the scatter of repeated runs (`replicated`), else
     s^2 = 0 (one run's pure measurement noise is then unknown: the benchmark fits' residuals also hold their
     law's lack of fit, which a prediction at the pick suffers as much as one at a held-out run, and subtracting
     them left the gain's own error at zero and its band covering 45-60% in the zoo's default family):
-    - the objective: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
+    - the score: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
     - the gain: within a cell, the runs' predicted and measured deviations from the cell's means (the error
       every mixture shares cancels, as in a gain) give the scale by least squares through the origin,
       measured dev = scale * predicted dev + u, and gain_floor^2 + gain_slope^2 d^2 is fitted to
@@ -396,7 +396,7 @@ def calibrate_decision(
       CAMEL on the zoo's default family predicts a third of it, inside the data as past it) gets a scale > 1.
 
     **Arguments**:
-    - `predicted`: [folds, P] each fold's predicted objective at every run; `measured`: [P] the measured one.
+    - `predicted`: [folds, P] each fold's predicted score at every run; `measured`: [P] the measured one.
     - `size`: [P] the runs' sizes; `keeps`: [folds] each fold's largest trained size.
     - `noise_sd`: one run's measurement noise (from repeated runs, or the benchmark fits' residuals): the
       noise floor the calibration reports; subtracted only when `replicated`.

@@ -155,7 +155,7 @@ def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None) -> Path:
 
     `load(path)` gives back an equal object (exact round trip). A `PipelineFit` (what `fit_pipeline` returns)
     keeps everything its verdict uses: the resampled pipelines, the calibration of the extrapolation error, the
-    objective's noise and the trained mixtures, so `camel-jax optimize` on the file gives the same verdict as
+    score's noise and the trained mixtures, so `camel-jax optimize` on the file gives the same verdict as
     `optimal_mixture` on the object. The write is atomic.
 
     **Arguments**:
@@ -432,7 +432,7 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     zero = jnp.zeros(())
     skeleton = PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit,
                            resamples=zero if meta["resampled"] else None, calibration=calibration,
-                           objective_noise=0.0, decision_calibration=_decision_skeleton(meta, path))  # fmt: skip
+                           score_noise=0.0, decision_calibration=_decision_skeleton(meta, path))  # fmt: skip
     picks = _pipeline_picks(pipeline, "pipeline.", lambda o: o.pipeline)
     if pipelines is not None:
         picks += _pipeline_picks(pipelines, "pipelines.", lambda o: o.pipelines)
@@ -533,9 +533,9 @@ def _check_fit_data(fitted: FitResult, where: str) -> None:
 def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
     """The parts of a PipelineFit that are not laws: the noise is a number >= 0, the resample counts [B, P] are
     whole numbers >= 0 over the fit's runs, and the calibration's error scales are >= 0, one per benchmark."""
-    noise = np.asarray(obj.objective_noise)
+    noise = np.asarray(obj.score_noise)
     if noise.shape != () or noise.dtype.kind != "f" or not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"{path}: objective_noise must be a finite number >= 0")
+        raise ValueError(f"{path}: score_noise must be a finite number >= 0")
     n_points = np.shape(obj.loss_fit.inputs[0])[0] if np.ndim(obj.loss_fit.inputs[0]) else -1
     if obj.resamples is not None:
         counts = np.asarray(obj.resamples)
@@ -557,7 +557,7 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
             signed = field.name == "scale"  # a law can predict a mixture's effect with the wrong sign
             if value.shape != () or value.dtype.kind != "f" or not (np.isfinite(value) and (signed or value >= 0)):
                 raise ValueError(f"{path}: decision_calibration {field.name} must be a finite number >= 0")
-    return dataclasses.replace(obj, objective_noise=float(noise))
+    return dataclasses.replace(obj, score_noise=float(noise))
 
 
 def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:

@@ -2,7 +2,7 @@
 
 The uncertainty has two parts: the resampled fits (a batched `Pipeline`, both stages when `fit_pipeline`
 resampled them) and, past the largest trained size, the extrapolation error a `Calibration` measured (one per
-benchmark, in proxy-loss units). `objective_draws` draws the objective of given mixtures once per resample with the
+benchmark, in proxy-loss units). `score_draws` draws the score of given mixtures once per resample with the
 calibrated error added to every benchmark's proxy loss: a level error shared by all mixtures and benchmarks of a
 draw, and a mixture error independent per mixture (shared by the benchmarks: the conservative choice, since
 benchmarks read overlapping validation losses), both Student-t with the calibration's degrees of freedom. The
@@ -32,11 +32,11 @@ VERDICTS = ("improves", "not resolved")
 class Decision:
     """The verdict on a mixture against a reference at one size (see `decide`).
 
-    **Fields**: `gain` the median predicted objective improvement over the reference, with its band
+    **Fields**: `gain` the median predicted score improvement over the reference, with its band
     (`gain_low`, `gain_high`) at `level`; `p_improve` the share of draws in which the mixture beats the reference;
-    `value`, `value_low`, `value_high` the mixture's own objective and band; `calibrated` whether the
+    `value`, `value_low`, `value_high` the mixture's own score and band; `calibrated` whether the
     extrapolation error was drawn in; `min_gain` the smallest gain worth a verdict (e.g. the noise of one
-    evaluation of the objective). `verdict` is "improves" when the gain exceeds `min_gain` in at least `level` of
+    evaluation of the score). `verdict` is "improves" when the gain exceeds `min_gain` in at least `level` of
     the draws and the mixture lies within the trained mixtures' range; else "not resolved", with the `reason`.
     With a `DecisionCalibration` the gain is calibrated on held-out sizes directly: "improves" when its band
     excludes 0 and the gain reaches `min_gain`. `basis` says what the verdict rests on (held-out runs, the noise
@@ -70,7 +70,7 @@ class Decision:
         )
 
 
-def objective_draws(
+def score_draws(
     pipelines: Pipeline,
     r: ArrayLike,
     size: float,
@@ -78,17 +78,17 @@ def objective_draws(
     key: Array,
     calibration: Calibration | None = None,
 ) -> Array:
-    """The objective of mixtures r [K, n] at `size`, one draw per resample of a batched pipeline: [B, K], with
+    """The score of mixtures r [K, n] at `size`, one draw per resample of a batched pipeline: [B, K], with
     the `calibration`'s extrapolation error (per benchmark, in the order of `benchmark_weights`) drawn in.
 
     **Arguments**:
     - `pipelines`: a batched `Pipeline` (B resamples); `r`: mixtures [K, n]; `size`: the model size.
     - `key`: draws the calibration's error; `calibration`: None for the bootstrap's spread only.
 
-    **Returns**: the objective's draws [B, K].
+    **Returns**: the score's draws [B, K].
     """
     if not pipelines.batch_shape:
-        raise ValueError("objective draws need a batched Pipeline: fit it with `fit_pipeline(..., n_resamples=B)`")
+        raise ValueError("score draws need a batched Pipeline: fit it with `fit_pipeline(..., n_resamples=B)`")
     if calibration is not None and calibration.log_scale:
         raise ValueError("the pipeline's calibration must be in proxy-loss units (log_scale=False)")
     r = jnp.atleast_2d(jnp.asarray(r))
@@ -97,7 +97,7 @@ def objective_draws(
 
 @eqx.filter_jit
 def _draws(pipelines: Pipeline, r: Array, M: Array, key: Array, calibration: Calibration | None) -> Array:
-    """`objective_draws` after its checks, compiled as one program."""
+    """`score_draws` after its checks, compiled as one program."""
     K = r.shape[0]
     names = [b for b, _ in pipelines.benchmark_weights]
     proxy = jax.vmap(lambda laws: jnp.stack([laws[b](r, M) for b in names]))(pipelines.loss_laws)  # [B, T, K]
@@ -111,7 +111,7 @@ def _draws(pipelines: Pipeline, r: Array, M: Array, key: Array, calibration: Cal
         d = calibration.distance(M)[None, None, :]
         proxy = proxy + d * (kl[None, :, None] * level + km[None, :, None] * mix)
 
-    def accuracy(bench, p):  # one resample: benchmarks' laws and proxies [T, K] -> objective [K]
+    def accuracy(bench, p):  # one resample: benchmarks' laws and proxies [T, K] -> score [K]
         acc = [w * bench[b].from_proxy(p[i]) for i, (b, w) in enumerate(pipelines.benchmark_weights)]
         return functools.reduce(operator.add, acc)
 
@@ -131,11 +131,11 @@ def decide(
     support: tuple[ArrayLike, ArrayLike] | None = None,
     decision_calibration: DecisionCalibration | None = None,
 ) -> Decision:
-    """Does mixture `r` beat `reference` at `model_size`? Draws both with `objective_draws` (the same draw of
+    """Does mixture `r` beat `reference` at `model_size`? Draws both with `score_draws` (the same draw of
     every resample's fit and level error for both) and reads the gain's distribution; see `Decision`.
 
     `min_gain`: a gain below it is not worth a verdict (`fit_pipeline` measures the noise of one evaluation of
-    the objective as `objective_noise`). `support`: the (lower [n], upper [n]) range of the trained mixtures'
+    the score as `score_noise`). `support`: the (lower [n], upper [n]) range of the trained mixtures'
     weights; a mixture outside it is an extrapolation in mixture space that no calibration here measures, so
     it gets "not resolved" whatever its draws say.
 
@@ -144,7 +144,7 @@ def decide(
     - `model_size`: the size to decide at; `key`: draws the calibration's error.
     - `calibration`: the extrapolation error to draw in (None: the bootstrap's spread only).
     - `level`: the share of draws the gain must win in; `min_gain`, `support`: see above.
-    - `decision_calibration`: the objective's and the gain's error measured on held-out sizes
+    - `decision_calibration`: the score's and the gain's error measured on held-out sizes
       (`fit_pipeline` keeps one): the bands are the bootstrap's widened by it, the gain scaled by its `scale`,
       and the verdict is "improves" when the gain's band excludes 0 and the gain reaches `min_gain` (the
       `calibration` of the proxy losses is then not drawn in).
@@ -157,13 +157,13 @@ def decide(
         raise ValueError(f"`min_gain` must be finite and >= 0; got {min_gain}")
     both = jnp.stack([jnp.asarray(r, float), jnp.asarray(reference, float)])
     if decision_calibration is not None:
-        draws = np.asarray(objective_draws(pipelines, both, model_size, key=key))
+        draws = np.asarray(score_draws(pipelines, both, model_size, key=key))
         return _calibrated(draws, np.asarray(r, float), float(model_size), decision_calibration, level, min_gain,
                            support)  # fmt: skip
-    draws = np.asarray(objective_draws(pipelines, both, model_size, key=key, calibration=calibration))
+    draws = np.asarray(score_draws(pipelines, both, model_size, key=key, calibration=calibration))
     draws = draws[np.all(np.isfinite(draws), axis=1)]
     if len(draws) == 0:
-        raise ValueError("every resample's objective is non-finite at these mixtures: no verdict")
+        raise ValueError("every resample's score is non-finite at these mixtures: no verdict")
     gain = draws[:, 0] - draws[:, 1]
     q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
     g_low, g_mid, g_high = np.percentile(gain, q)
@@ -202,7 +202,7 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
     """The decision from the bootstrap's draws [B, 2] (mixture, reference) and a held-out calibration."""
     draws = draws[np.all(np.isfinite(draws), axis=1)]
     if len(draws) < 2:
-        raise ValueError("fewer than 2 resamples give a finite objective at these mixtures: no verdict")
+        raise ValueError("fewer than 2 resamples give a finite score at these mixtures: no verdict")
     boot_gain = draws[:, 0] - draws[:, 1]
     scale = float(cal.scale)
     gain = scale * float(np.median(boot_gain))

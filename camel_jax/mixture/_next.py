@@ -117,16 +117,16 @@ def _law_outcomes(laws: Any, r: Array, size: Array) -> Array:
 
 @eqx.filter_jit
 def _pipeline_outcomes(pipelines: Pipeline, r: Array, size: Array) -> Array:
-    return pipelines.objective(r, size)
+    return pipelines.score(r, size)
 
 
 def _ensemble(fitted: Any, noise: float | None, target_size: float) -> tuple[Any, Any, dict[str, Any], float]:
-    """(f(r, M) -> [B, P] per resample, the objective `optimal_mixture` maximizes for the recommendation and its
+    """(f(r, M) -> [B, P] per resample, the score `optimal_mixture` maximizes for the recommendation and its
     keywords, the noise sd of one measured outcome)."""
     if isinstance(fitted, PipelineFit):
         if fitted.pipelines is None:
             raise ValueError("`fitted` has no resamples: fit_pipeline(..., n_resamples=B) gives the ensemble")
-        noise = fitted.objective_noise if noise is None else noise
+        noise = fitted.score_noise if noise is None else noise
         fitted = fitted.pipelines
     if noise is None:
         raise ValueError("`noise` (the sd of one measured outcome) is required unless `fitted` is a PipelineFit")
@@ -136,8 +136,8 @@ def _ensemble(fitted: Any, noise: float | None, target_size: float) -> tuple[Any
         options = {"model_size": float(target_size), "robust": "mean"}
         return functools.partial(_pipeline_outcomes, fitted), fitted, options, float(noise)
     if isinstance(fitted, BootstrapResult):
-        objective = _MeanLoss(fitted.laws, jnp.full(1, float(target_size)))
-        return functools.partial(_law_outcomes, fitted.laws), objective, {}, float(noise)
+        score = _MeanLoss(fitted.laws, jnp.full(1, float(target_size)))
+        return functools.partial(_law_outcomes, fitted.laws), score, {}, float(noise)
     raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
 
 
@@ -191,14 +191,14 @@ def next_runs(
 ) -> pd.DataFrame:
     """The next runs to train: candidates ranked by how much their outcome would sharpen the decision, per FLOP.
 
-    The decision quantity q is, in each resample, the predicted objective (a pipeline; a loss law's loss) at the
+    The decision quantity q is, in each resample, the predicted score (a pipeline; a loss law's loss) at the
     recommended mixture r* at `target_size` (r*: `optimal_mixture` with `robust="mean"`), or its gain over
     `reference` when one is given. A candidate's outcome is the same prediction at its own (mixture, size). Each
     candidate is scored by `variance_reduction` (Cov(q, f_c)^2 / (Var(f_c) + noise^2), read off the resample
     ensemble), and the batch is built greedily by score per FLOP, conditioning on the runs already chosen.
 
     **Arguments**:
-    - `fitted`: a `PipelineFit` with resamples (its `objective_noise` is the default `noise`), a batched
+    - `fitted`: a `PipelineFit` with resamples (its `score_noise` is the default `noise`), a batched
       `Pipeline`, or a `BootstrapResult` of a law of (r, M) (lower is better; pass `noise`, e.g. the fit's rms
       residual).
     - `candidates`: runs not yet trained: `mixture` columns, `size` and `cost` (FLOPs, > 0) columns. Not
@@ -212,7 +212,7 @@ def next_runs(
     - `max_shift`: recommend within reference (1 +- max_shift), as `optimal_mixture` does (needs `reference`).
 
     **Returns**: the chosen rows of `candidates` in order of choice, with `NEXT_COLUMNS`: `score` (the variance of
-    q removed, in squared objective units), `score_per_flop`, `cost`, `cumulative_cost` and `sd_after` (the sd of q
+    q removed, in squared score units), `score_per_flop`, `cost`, `cumulative_cost` and `sd_after` (the sd of q
     once the runs so far are measured). Empty when no candidate fits the budget or none would tell anything.
     `attrs["recommended"]` is r* [n] and `attrs["sd_before"]` the sd of q over the resamples today.
     """
@@ -220,7 +220,7 @@ def next_runs(
     if noise is not None and not (isinstance(noise, (int, float, np.number)) and np.isfinite(noise) and noise >= 0):
         raise ValueError(f"`noise` must be a finite number >= 0 (the sd of one measured outcome); got {noise!r}")
     target_size = check_model_size(target_size, "target_size")
-    f, objective, options, noise_sd = _ensemble(fitted, noise, target_size)
+    f, score, options, noise_sd = _ensemble(fitted, noise, target_size)
     if not (np.isfinite(noise_sd) and noise_sd >= 0):
         raise ValueError(f"the fit's outcome noise is {noise_sd!r}: pass `noise` (the sd of one measured outcome)")
     if not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
@@ -233,7 +233,7 @@ def next_runs(
         reference = _reference_mixture(reference, n)
     M_t = jnp.full(1, float(target_size))
     region: dict[str, Any] = {} if max_shift is None else {"reference": reference, "max_shift": max_shift}
-    choice = optimal_mixture(objective, table.n_datasets, key=key, **options, **region)
+    choice = optimal_mixture(score, table.n_datasets, key=key, **options, **region)
     r_star = jnp.asarray(choice.r)[None, :]
     q = f(r_star, M_t)[:, 0]
     if reference is not None:

@@ -13,6 +13,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
+from .._deprecated import renamed_keywords
 from ..fitting._calibrate import Calibration
 from ..laws._base import count
 from ..solver._checks import check_key
@@ -45,13 +46,13 @@ def project_capped_simplex(v: Float[Array, " n"], lower: Float[Array, " n"], upp
 class MixtureResult(eqx.Module):
     """Result of `optimal_mixture`.
 
-    **Fields**: `r` the best start's mixture [n] (or [B, n] per resample); `value` its objective; `kkt_residual`
+    **Fields**: `r` the best start's mixture [n] (or [B, n] per resample); `value` its score; `kkt_residual`
     the projected-gradient norm |r - P(r + grad)|_inf (0 at an optimum); `starts_r` [S, n] and `starts_value`
     [S] every start's final mixture and value; `lower`, `upper` the effective bounds; `decision` the verdict
     against the `reference` (a `Decision`: gain with its band, `p_improve`, `verdict`) when one was asked for;
     `converged` (and `starts_converged` [S]) whether the ascent reached a KKT point (residual below sqrt(eps) of
     the gradient's size). `r` and `value` are differentiable (`jax.grad`, `jax.jvp`, `jax.vjp`) with respect to
-    the objective's arrays (a `Pipeline`'s laws, and so through `fit_arrays` the runs' losses and weights), at the
+    the score's arrays (a `Pipeline`'s laws, and so through `fit_arrays` the runs' losses and weights), at the
     solution and never through the ascent: `r` by its KKT conditions with the active bounds held
     (`implicit_mixture`), `value` by the envelope theorem; NaN where the derivative does not exist
     (`mixture_derivative_status` says why).
@@ -211,21 +212,21 @@ class _Ascent(eqx.Module):
         """Every start [S, n] ascended (vmapped); the best finite one reported. The ascent runs on f with its
         arrays' derivatives stopped; each start's mixture and value are then differentiated at the solution
         (`implicit_mixture`, `value_at_maximum`), never through the ascent's iterations."""
-        objective, data = _split(f)
+        score, data = _split(f)
         frozen = jax.lax.stop_gradient(data)
-        g = lambda r: objective(r, frozen)  # noqa: E731
+        g = lambda r: score(r, frozen)  # noqa: E731
         r, _, kkt, converged = jax.vmap(lambda z: self.polish(g, self.adam(g, z)))(z0)
         r_live = jax.vmap(
-            lambda r, c: implicit_mixture(objective, r, data, lower=self.lower, upper=self.upper, converged=c)
+            lambda r, c: implicit_mixture(score, r, data, lower=self.lower, upper=self.upper, converged=c)
         )(r, converged)
-        value = jax.vmap(lambda r, c: value_at_maximum(objective, r, data, converged=c))(r, converged)
+        value = jax.vmap(lambda r, c: value_at_maximum(score, r, data, converged=c))(r, converged)
         best = jnp.argmax(jnp.where(jnp.isfinite(value), jax.lax.stop_gradient(value), -jnp.inf))
         return MixtureResult(r_live[best], value[best], kkt[best], r_live, value, self.lower, self.upper,
                              converged=converged[best], starts_converged=converged)  # fmt: skip
 
 
 def _split(f: Any) -> tuple[Callable[[Array, Any], Array], Any]:
-    """`objective(r, data)` and `data`: a Module's floating arrays are its data (differentiated); a plain
+    """`score(r, data)` and `data`: a Module's floating arrays are its data (differentiated); a plain
     callable's traced closure is found by `implicit_mixture`'s closure conversion."""
     if isinstance(f, eqx.Module):
         data, static = eqx.partition(f, eqx.is_inexact_array)
@@ -234,17 +235,17 @@ def _split(f: Any) -> tuple[Callable[[Array, Any], Array], Any]:
 
 
 class _PipelineValue(eqx.Module):
-    """r -> the pipeline's objective at one size: per resample (batched pipelines) or one value."""
+    """r -> the pipeline's score at one size: per resample (batched pipelines) or one value."""
 
     pipeline: Pipeline
     size: Array
 
     def __call__(self, r: Array) -> Array:
-        return self.pipeline.objective(r[None, :], self.size)[..., 0]
+        return self.pipeline.score(r[None, :], self.size)[..., 0]
 
 
 class _Robust(eqx.Module):
-    """r -> the mean, or the q-quantile, of a batched pipeline's objective across resamples."""
+    """r -> the mean, or the q-quantile, of a batched pipeline's score across resamples."""
 
     value: _PipelineValue
     q: Array | None
@@ -255,12 +256,12 @@ class _Robust(eqx.Module):
 
 
 @eqx.filter_jit
-def _solve(objective: Any, z0: Array, ascent: _Ascent, per_resample: bool) -> MixtureResult:
-    """`objective` is a Module (its arrays traced: new laws of the same shapes reuse the compiled program) or the
+def _solve(score: Any, z0: Array, ascent: _Ascent, per_resample: bool) -> MixtureResult:
+    """`score` is a Module (its arrays traced: new laws of the same shapes reuse the compiled program) or the
     user's callable (static)."""
     if per_resample:
-        return jax.vmap(lambda p: ascent.best_of(_PipelineValue(p, objective.size), z0))(objective.pipeline)
-    return ascent.best_of(objective, z0)
+        return jax.vmap(lambda p: ascent.best_of(_PipelineValue(p, score.size), z0))(score.pipeline)
+    return ascent.best_of(score, z0)
 
 
 @eqx.filter_jit
@@ -290,18 +291,18 @@ def robust_mixtures(
     return _solve_robust_each(pipelines, size, q, 0.5 * jax.random.normal(key, (restarts, n)), ascent)
 
 
-def _objective_of(objective: Any, model_size: float | None, robust: Any) -> tuple[Any, bool]:
+def _score_of(score: Any, model_size: float | None, robust: Any) -> tuple[Any, bool]:
     """The function to maximize, and whether it is one per resample of a batched pipeline."""
-    if not isinstance(objective, Pipeline):
+    if not isinstance(score, Pipeline):
         if robust is not None:
-            raise ValueError("`robust` applies to a batched Pipeline objective")
-        if not callable(objective):
-            raise TypeError(f"`objective` must be a callable or a Pipeline; got {type(objective).__name__}")
-        return objective, False
+            raise ValueError("`robust` applies to a batched Pipeline score")
+        if not callable(score):
+            raise TypeError(f"`score` must be a callable, a Pipeline or a PipelineFit; got {type(score).__name__}")
+        return score, False
     if model_size is None:
-        raise ValueError("a Pipeline objective needs `model_size` (the target model size, in the laws' units)")
-    value = _PipelineValue(objective, jnp.asarray([check_model_size(model_size)]))
-    if not objective.batch_shape:
+        raise ValueError("a Pipeline score needs `model_size` (the target model size, in the laws' units)")
+    value = _PipelineValue(score, jnp.asarray([check_model_size(model_size)]))
+    if not score.batch_shape:
         if robust is not None:
             raise ValueError("`robust` applies to a batched Pipeline (one with resamples)")
         return value, False
@@ -310,8 +311,9 @@ def _objective_of(objective: Any, model_size: float | None, robust: Any) -> tupl
     return _Robust(value, None if robust == "mean" else jnp.asarray(_quantile_level(robust))), False
 
 
+@renamed_keywords(objective="score")
 def optimal_mixture(
-    objective: Callable[[Array], Array] | Pipeline | PipelineFit,
+    score: Callable[[Array], Array] | Pipeline | PipelineFit,
     n_datasets: int,
     *,
     key: Array,
@@ -326,11 +328,12 @@ def optimal_mixture(
     calibration: Calibration | None = None,
     level: float = 0.95,
 ) -> MixtureResult:
-    """Maximize an objective over mixtures on the simplex.
+    """Maximize a score over mixtures on the simplex.
 
     **Arguments**:
-    - `objective`: `objective(r) -> scalar` for a mixture r [n], or a `Pipeline` with `model_size`, or a
-      `PipelineFit` (its batched `pipelines` when it has resamples, with its `calibration`; else its `pipeline`).
+    - `score`: what to maximize: a callable `score(r) -> scalar` for a mixture r [n], or a `Pipeline` with
+      `model_size` (its score, the weighted benchmark accuracy), or a `PipelineFit` (its batched `pipelines` when
+      it has resamples, with its `calibration`; else its `pipeline`).
     - `n_datasets`: n. `key`: draws the `restarts` (vmapped) initial softmax logits.
     - `restarts`: random starts of the ascent; `ascent`: its `AscentOptions` (steps and step size; default
       `AscentOptions()`).
@@ -339,12 +342,12 @@ def optimal_mixture(
       Infeasible bounds raise `ValueError` before any compute. Bounds hold exactly in the result.
     - `robust`: for a batched `Pipeline` (B resamples): None gives one optimal mixture per resample (r [B, n]:
       their spread is the uncertainty band); "mean" or ("quantile", q) gives one mixture maximizing the mean or
-      the q-quantile of the objective across resamples.
+      the q-quantile of the score across resamples.
     - The verdict: for a batched pipeline with `robust` and a `reference` (with or without `max_shift`), the
       result's `decision` says whether the chosen mixture beats the reference at `model_size` (`decide`, with
       the `calibration`'s extrapolation error when given, at `level`): its gain and band, `p_improve` and
       `verdict` ("improves" / "not resolved"). Given a `PipelineFit`, the verdict also uses its calibration,
-      its `objective_noise` as the smallest gain worth a verdict, its trained mixtures' range as the region
+      its `score_noise` as the smallest gain worth a verdict, its trained mixtures' range as the region
       a verdict can speak for, and its `decision_calibration` (the gain calibrated on held-out sizes).
 
     **Returns**: a `MixtureResult`.
@@ -357,47 +360,49 @@ def optimal_mixture(
     if not isinstance(ascent, AscentOptions):
         raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.AscentOptions(adam_steps=200)); got {ascent!r}")
     rules: dict[str, Any] = {}
-    if isinstance(objective, PipelineFit):
-        calibration = objective.calibration if calibration is None else calibration
-        rules = {"min_gain": objective.objective_noise, "support": objective.support(),
-                 "decision_calibration": objective.decision_calibration}  # fmt: skip
-        objective = objective.pipeline if objective.pipelines is None else objective.pipelines
-    verdict = reference is not None and isinstance(objective, Pipeline) and bool(objective.batch_shape)
+    if isinstance(score, PipelineFit):
+        calibration = score.calibration if calibration is None else calibration
+        rules = {"min_gain": score.score_noise, "support": score.support(),
+                 "decision_calibration": score.decision_calibration}  # fmt: skip
+        score = score.pipeline if score.pipelines is None else score.pipelines
+    verdict = reference is not None and isinstance(score, Pipeline) and bool(score.batch_shape)
     _check_reference(reference, max_shift, verdict and robust is not None)
     lo, hi = _bounds(n_datasets, lower, upper, reference if max_shift is not None else None, max_shift)
-    f, per_resample = _objective_of(objective, model_size, robust)
+    f, per_resample = _score_of(score, model_size, robust)
     bounded = bool(np.any(lo > 0) or np.any(hi < 1))
     steps = _Ascent(jnp.asarray(lo), jnp.asarray(hi), ascent.adam_steps, ascent.polish_steps,
                     float(ascent.learning_rate), bounded)  # fmt: skip
     result = _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), steps, per_resample)
     if not (verdict and robust is not None):
         return result
-    return _with_decision(result, cast(Pipeline, objective), reference, cast(float, model_size), key, calibration,
+    return _with_decision(result, cast(Pipeline, score), reference, cast(float, model_size), key, calibration,
                           level, rules)  # fmt: skip
 
 
+@renamed_keywords(objective="score")
 def mixture_derivative_status(
     result: MixtureResult,
-    objective: Callable[[Array], Array] | Pipeline | PipelineFit,
+    score: Callable[[Array], Array] | Pipeline | PipelineFit,
     *,
     model_size: float | None = None,
     robust: str | tuple[str, float] | None = None,
 ) -> Any:
-    """Whether `result.r` (from `optimal_mixture`) has derivatives with respect to the objective's arrays.
+    """Whether `result.r` (from `optimal_mixture`) has derivatives with respect to the score's arrays.
 
     Not OK means `jax.grad`/`jax.jvp` of `result.r` give NaN, and `.reason` says why: the ascent did not reach a
-    KKT point (NOT_CONVERGED), the objective is flat along a direction of the simplex (SINGULAR: the data cannot
+    KKT point (NOT_CONVERGED), the score is flat along a direction of the simplex (SINGULAR: the data cannot
     tell some datasets apart there), the point is not a maximum on its face (INDEFINITE), or a weight sits at its
     bound with no pull against it (DEGENERATE: one-sided derivatives only). `result.value` is differentiable
     wherever the ascent converged (envelope theorem), whatever the status.
 
-    **Arguments**: `result` and the `objective`, `model_size` and `robust` that `optimal_mixture` was given.
+    **Arguments**: `result` and the `score` (a callable r -> value to maximize, a `Pipeline` or a `PipelineFit`),
+    `model_size` and `robust` that `optimal_mixture` was given.
 
     **Returns**: a `DerivativeStatus` (one per resample, as an int array, for a per-resample result).
     """
-    if isinstance(objective, PipelineFit):
-        objective = objective.pipeline if objective.pipelines is None else objective.pipelines
-    f, per_resample = _objective_of(objective, model_size, robust)
+    if isinstance(score, PipelineFit):
+        score = score.pipeline if score.pipelines is None else score.pipelines
+    f, per_resample = _score_of(score, model_size, robust)
     if result.converged is None:
         raise ValueError("`result` has no `converged` field: recompute it with this version's `optimal_mixture`")
     codes = np.asarray(_status_of(f, result.r, result.converged, result.lower, result.upper, per_resample))
@@ -407,8 +412,8 @@ def mixture_derivative_status(
 @eqx.filter_jit
 def _status_of(f: Any, r: Array, converged: Array, lower: Array, upper: Array, per_resample: bool) -> Array:
     def one(f: Any, r: Array, converged: Array) -> Array:
-        objective, data = _split(f)
-        return maximum_derivative_status(objective, r, data, lower=lower, upper=upper, converged=converged)
+        score, data = _split(f)
+        return maximum_derivative_status(score, r, data, lower=lower, upper=upper, converged=converged)
 
     if per_resample:
         return jax.vmap(lambda p, r, c: one(_PipelineValue(p, f.size), r, c))(f.pipeline, r, converged)

@@ -2,7 +2,7 @@
 over a reference, and their approximate change when the run is left out, with no refit and no new ascent.
 
 The chain is runs -> the proxy-loss laws' parameters x_t (one fit per benchmark t, `PipelineFit.loss_fit`) ->
-the optimal mixture r*(x) (its KKT conditions, `implicit_mixture`) and the objective there (envelope theorem).
+the optimal mixture r*(x) (its KKT conditions, `implicit_mixture`) and the score there (envelope theorem).
 Each law's response to a run comes from `_influence.first_order` (one Hessian per law; the leave-one-out change
 with its Sherman-Morrison leverage correction), and is carried to the mixture by the Jacobian of r*(x): so
 `loo[p] = sum_t dr*/dx_t . loo_x_t[p]`. A run's weight is shared by every benchmark's fit, so its effects add up.
@@ -42,8 +42,8 @@ class PickInfluence(eqx.Module):
     quantities.
 
     **Fields**:
-    - `names`: the quantities: the mixture's weights (`"r[<dataset>]"`), `"value"` (the objective at the pick)
-      and, with a reference, `"gain"` (the objective at the pick minus at the reference).
+    - `names`: the quantities: the mixture's weights (`"r[<dataset>]"`), `"value"` (the score at the pick)
+      and, with a reference, `"gain"` (the score at the pick minus at the reference).
     - `value` [m]: their values; `r` [n] the pick and `reference` [n] (or None).
     - `d_weight` [P, m]: derivative with respect to the run's weight (shared by every benchmark's fit);
       `loo` [P, m]: the approximate change when the run is left out.
@@ -72,7 +72,7 @@ class PickInfluence(eqx.Module):
     def table(self, runs: Sequence[Any] | None = None) -> Any:
         """A pandas DataFrame, one row per run (indexed by `runs`, else 0..P-1), sorted by `shift` (how far
         leaving the run out moves the pick), largest first, then by the gain's change: `weight`, `shift`, the
-        approximate leave-one-out change of the gain (`loo_gain`; of the objective at the pick, `loo_value`,
+        approximate leave-one-out change of the gain (`loo_gain`; of the score at the pick, `loo_value`,
         without a reference) and its first-order rate per unit weight (`d_gain` / `d_value`), then each dataset's
         leave-one-out change (`loo_r[<dataset>]`). `attrs["decides"]` names the runs the pick rests on (see
         `deciding_runs`)."""
@@ -190,18 +190,18 @@ def _pieces(laws, inputs, Y, W, converged, options, pipeline: Pipeline, size, mi
     X = jax.vmap(lambda law: ravel_pytree(eqx.partition(law, eqx.is_array)[0])[0])(laws)  # [T, d]
     benchmarks = [b for b, _ in pipeline.benchmark_weights]
 
-    def objective(r: Array, pipe: Pipeline) -> Array:
-        return pipe.objective(r[None, :], size)[0]
+    def score(r: Array, pipe: Pipeline) -> Array:
+        return pipe.score(r[None, :], size)[0]
 
     def quantity(X: Array) -> Array:
         fitted = {b: eqx.combine(unravel(X[t]), static) for t, b in enumerate(benchmarks)}
         pipe = eqx.tree_at(lambda p: p.loss_laws, pipeline, fitted)
         converged = jnp.asarray(True) if mixture.converged is None else mixture.converged
-        r = implicit_mixture(objective, mixture.r, pipe, lower=mixture.lower, upper=mixture.upper, converged=converged)
-        value = value_at_maximum(objective, mixture.r, pipe, converged=converged)
+        r = implicit_mixture(score, mixture.r, pipe, lower=mixture.lower, upper=mixture.upper, converged=converged)
+        value = value_at_maximum(score, mixture.r, pipe, converged=converged)
         parts = [r, value[None]]
         if reference is not None:
-            parts.append((value - objective(reference, pipe))[None])
+            parts.append((value - score(reference, pipe))[None])
         return jnp.concatenate(parts)
 
     jac = jax.jacfwd(quantity)(X)  # [m, T, d]

@@ -1,4 +1,4 @@
-"""The paper's end-to-end map: mixture -> benchmark-proxy loss -> benchmark accuracy -> weighted objective.
+"""The paper's end-to-end map: mixture -> benchmark-proxy loss -> benchmark accuracy -> score (weighted accuracy).
 
 Arrays in, arrays out: the frame-taking front end (`fit_benchmarks`) lives in `_tables`.
 """
@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._deprecated import renamed_keywords, warn_renamed
 from ..fitting._calibrate import (
     Calibration,
     DecisionCalibration,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # the data layer imports pandas; the core only reads MixtureD
     from ..fitting._io import MixtureData
 
 # Paper Appendix "Details of Benchmark Weights", Table benchmark-weights (exactly).
-_OBJECTIVES: dict[str, dict[str, float]] = {
+_BENCHMARK_WEIGHTS: dict[str, dict[str, float]] = {
     "balanced": {
         "mmlu": 0.20,
         "arc_c": 0.10,
@@ -61,19 +62,20 @@ _OBJECTIVES: dict[str, dict[str, float]] = {
         "ceval": 0.22,
     },
 }
-OBJECTIVES: Mapping[str, Mapping[str, float]] = MappingProxyType(
-    {name: MappingProxyType(weights) for name, weights in _OBJECTIVES.items()}
+BENCHMARK_WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType(
+    {name: MappingProxyType(weights) for name, weights in _BENCHMARK_WEIGHTS.items()}
 )
-"""The paper's four objectives as benchmark weights {objective: {benchmark: w_b}}; read-only (copy with `dict`)."""
+"""The paper's four named benchmark weightings (Balanced, Math, Code, Knowledge) {name: {benchmark: w_b}}: each
+makes a score sum_b w_b Acc_b for `fit_pipeline`; read-only (copy with `dict`)."""
 
 
-# Benchmark weights summing to less than this leave an objective whose differences between mixtures are lost to
+# Benchmark weights summing to less than this leave a score whose differences between mixtures are lost to
 # rounding (or underflow): every mixture would look optimal.
 MIN_TOTAL_WEIGHT = 1e-8
 
 
 def check_benchmark_weights(weights: Mapping[str, float], name: str = "benchmark_weights") -> None:
-    """Objective weights are finite numbers >= 0 whose sum is positive (not vanishingly small): otherwise every
+    """Benchmark weights are finite numbers >= 0 whose sum is positive (not vanishingly small): otherwise every
     mixture scores alike and the "optimal mixture" is arbitrary. Raised before any compute."""
     if not isinstance(weights, Mapping):
         raise TypeError(f"`{name}` must be a mapping {{benchmark: weight}}; got {type(weights).__name__}")
@@ -83,25 +85,25 @@ def check_benchmark_weights(weights: Mapping[str, float], name: str = "benchmark
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
             raise ValueError(f"benchmark {b!r} has weight {w!r}: weights must be finite numbers")
         if w < 0:
-            raise ValueError(f"benchmark {b!r} has a negative weight {w}: the objective maximizes sum_b w_b Acc_b")
+            raise ValueError(f"benchmark {b!r} has a negative weight {w}: the score sum_b w_b Acc_b is maximized")
     total = float(sum(float(w) for w in weights.values()))
     if total < MIN_TOTAL_WEIGHT:
         raise ValueError(
-            f"the weights in `{name}` sum to {total:g}: the objective is (numerically) constant, so every mixture "
+            f"the weights in `{name}` sum to {total:g}: the score is (numerically) constant, so every mixture "
             "would be 'optimal'; give the benchmarks you care about positive weights (e.g. summing to 1)"
         )
 
 
 class Pipeline(eqx.Module):
-    """Mixture -> accuracy for several benchmarks, and their weighted objective.
+    """Mixture -> accuracy for several benchmarks, and their weighted sum, the score.
 
-        Acc_b(r, M) = C_b + A_b sigmoid(-(L_b(r, M) + B_b)),     objective(r, M) = sum_b w_b Acc_b(r, M)
+        Acc_b(r, M) = C_b + A_b sigmoid(-(L_b(r, M) + B_b)),     score(r, M) = sum_b w_b Acc_b(r, M)
 
     where `w_b` are the `benchmark_weights`, `L_b` is a mixture law (CAMEL by default; any law taking `(r, M)`
     can stand in) fitted on the benchmark-proxy loss k_b . L of benchmark b, and (A_b, B_b, C_b) come from its
     `LossToBenchmark` law (Li, Gu & Zhang 2026, Section 2.2). A batched pipeline (every law with a leading
     resample axis B, e.g. from bootstrap results drawn with the same resamples) gives distributions: `accuracy`
-    and `objective` then return a leading B axis. `datasets` names the mixture columns, in order (None when
+    and `score` then return a leading B axis. `datasets` names the mixture columns, in order (None when
     unknown): tables of candidate runs are matched by them.
     """
 
@@ -148,9 +150,14 @@ class Pipeline(eqx.Module):
         """Predicted accuracy per benchmark: {b: [P]} (or [B, P] for a batched pipeline)."""
         return _accuracy(self, jnp.asarray(r), jnp.asarray(size), len(self.batch_shape))
 
+    def score(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Array:
+        """The score, the weighted benchmark accuracy sum_b w_b Acc_b: [P] (or [B, P])."""
+        return _score(self, jnp.asarray(r), jnp.asarray(size), len(self.batch_shape))
+
     def objective(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Array:
-        """The weighted benchmark objective sum_b w_b Acc_b: [P] (or [B, P])."""
-        return _objective(self, jnp.asarray(r), jnp.asarray(size), len(self.batch_shape))
+        """Deprecated name of `score`."""
+        warn_renamed("Pipeline.objective", "Pipeline.score")
+        return self.score(r, size)
 
 
 def _accuracy_of(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> dict[str, Array]:
@@ -167,8 +174,8 @@ def _accuracy(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> dic
 
 
 @eqx.filter_jit
-def _objective(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> Array:
-    """`Pipeline.objective`, compiled."""
+def _score(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> Array:
+    """`Pipeline.score`, compiled."""
     acc = _accuracy_of(pipeline, r, size, batch_axes)
     return functools.reduce(operator.add, [w * acc[b] for b, w in pipeline.benchmark_weights])
 
@@ -237,12 +244,12 @@ class PipelineFit(eqx.Module):
     """Result of `fit_pipeline`: the point-estimate `pipeline`, the batched `pipelines` over bootstrap
     resamples (None without resamples), the multi-target mixture-law fit `loss_fit`, the `resamples` [B, P]
     shared by every benchmark and both stages (None without resamples), the `calibration` of the proxy-loss
-    laws' extrapolation error (one per benchmark of the objective; None unless calibrated), and
-    `objective_noise`, the noise of one evaluation of the objective: sqrt(sum_b w_b^2 s_b^2) with s_b the rms
+    laws' extrapolation error (one per benchmark of the score; None unless calibrated), and
+    `score_noise`, the noise of one evaluation of the score: sqrt(sum_b w_b^2 s_b^2) with s_b the rms
     residual of benchmark b's loss-to-benchmark fit (a gain below it could not be confirmed by training the run),
-    or, when the runs repeat a (mixture, size), the scatter of the repeats' measured objective.
-    `decision_calibration` (None unless calibrated) is the objective's and the gain's error measured on the
-    same held-out sizes, in objective units (`calibrate_decision`): `decide` and `optimal_mixture` read the
+    or, when the runs repeat a (mixture, size), the scatter of the repeats' measured score.
+    `decision_calibration` (None unless calibrated) is the score's and the gain's error measured on the
+    same held-out sizes, in score units (`calibrate_decision`): `decide` and `optimal_mixture` read the
     verdict from it. `support()` is the range of the trained mixtures."""
 
     pipeline: Pipeline
@@ -250,8 +257,14 @@ class PipelineFit(eqx.Module):
     loss_fit: FitResult
     resamples: Array | None
     calibration: Calibration | None = None
-    objective_noise: float = 0.0
+    score_noise: float = 0.0
     decision_calibration: DecisionCalibration | None = None
+
+    @property
+    def objective_noise(self) -> float:
+        """Deprecated name of `score_noise`."""
+        warn_renamed("PipelineFit.objective_noise", "PipelineFit.score_noise")
+        return self.score_noise
 
     def support(self) -> tuple[np.ndarray, np.ndarray]:
         """(lower [n], upper [n]): each dataset's smallest and largest weight among the trained mixtures."""
@@ -259,10 +272,11 @@ class PipelineFit(eqx.Module):
         return r.min(axis=0), r.max(axis=0)
 
 
+@renamed_keywords(objective="benchmark_weights")
 def fit_pipeline(
     data: MixtureData,
     benchmarks: BenchmarkFits,
-    objective: Mapping[str, float],
+    benchmark_weights: Mapping[str, float],
     *,
     law: Any,
     key: Array,
@@ -278,9 +292,10 @@ def fit_pipeline(
     """Fit the mixture law on every benchmark's proxy loss and assemble the end-to-end `Pipeline`.
 
     `data` is a MixtureData of the training runs (its `y` is not used), `benchmarks` the `fit_benchmarks`
-    result on the same rows, `objective` the benchmark weights (e.g. `OBJECTIVES["balanced"]`), `law` the
-    mixture-law template (e.g. a tied CAMEL). Proxy losses are fitted with plain residuals (they can be <= 0;
-    `options` default to `PROXY_OPTIONS`). All benchmarks are one multi-target fit.
+    result on the same rows, `benchmark_weights` the weights w_b of the score sum_b w_b Acc_b (e.g.
+    `BENCHMARK_WEIGHTS["balanced"]`), `law` the mixture-law template (e.g. a tied CAMEL). Proxy losses are fitted
+    with plain residuals (they can be <= 0; `options` default to `PROXY_OPTIONS`). All benchmarks are one
+    multi-target fit.
 
     With `n_resamples` = B, the runs are resampled (points, or `groups` within `strata`) B times and every fit
     is redone on each resample, warm-started from the full-data fits, giving the batched `pipelines`:
@@ -289,19 +304,20 @@ def fit_pipeline(
       fitted on those; otherwise only the mixture laws are resampled and the benchmark laws are the point fits.
     - `calibrate` (default): also measure the mixture laws' extrapolation error past the largest trained size
       (`calibrate`: 2 folds, holding out the largest and the two largest sizes, or 1 fold for 3 sizes; skipped
-      with a warning for fewer), kept in `calibration` for `decide`, `objective_draws` and
+      with a warning for fewer), kept in `calibration` for `decide`, `score_draws` and
       `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each. The same folds'
-      predictions of the objective at the held-out runs, against the runs' measured objective, give the
+      predictions of the score at the held-out runs, against the runs' measured score, give the
       `decision_calibration` (no further fit).
-    - `replicates` (default): when runs repeat a (mixture, size), the noise of one run's objective (the noise
-      floor `objective_noise` and the decision calibration's noise) is the repeats' pooled scatter, not the
+    - `replicates` (default): when runs repeat a (mixture, size), the noise of one run's score (the noise
+      floor `score_noise` and the decision calibration's noise) is the repeats' pooled scatter, not the
       benchmark fits' residuals, and each mixture's runs are weighted by 1 / its repeats' variance in the
       proxy-loss fits (`replicate_weights`; all weights 1 without repeats).
 
     **Arguments**:
     - `data`: the training runs as a `MixtureData` (its `y` is not used); `benchmarks`: `fit_benchmarks` on the
       same rows.
-    - `objective`: the benchmark weights {benchmark: w_b} (e.g. `OBJECTIVES["balanced"]`).
+    - `benchmark_weights`: the weights of the score sum_b w_b Acc_b, {benchmark: w_b} (e.g.
+      `BENCHMARK_WEIGHTS["balanced"]`; the old keyword `objective=` is deprecated).
     - `law`: the mixture-law template (e.g. a tied CAMEL); `key`: draws the starts and the resamples;
       `restarts`: random starts of the point fits.
     - `n_resamples`: B bootstrap resamples (0: the point pipeline only); `groups`, `strata`: as for `bootstrap`.
@@ -309,29 +325,29 @@ def fit_pipeline(
       above.
 
     **Returns**: a `PipelineFit`: the point `pipeline`, the batched `pipelines` (with resamples), the fits, the
-    `calibration` and the `objective_noise`.
+    `calibration` and the `score_noise`.
     """
-    check_benchmark_weights(objective, "objective")
+    check_benchmark_weights(benchmark_weights)
     check_key(key)
     check_several_mixtures(data.r, data.weight, "`data`")
     options = _plain_residuals(options, PROXY_OPTIONS, "proxy losses")
-    names, Y = _proxy_targets(benchmarks, objective, data.n_points)
+    names, Y = _proxy_targets(benchmarks, benchmark_weights, data.n_points)
     k_fit, k_boot, k_draw = jax.random.split(key, 3)
     noisy = _noise_weights(data, Y) if replicates else jnp.ones(Y.shape, Y.dtype)  # [T, P]
     W = jnp.broadcast_to(data.weight, Y.shape) * noisy
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
     loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
-    weights = {b: objective[b] for b in names}
+    weights = {b: benchmark_weights[b] for b in names}
     datasets = named_columns(data.columns)
     pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights, datasets)
-    noise = _objective_noise(benchmarks, weights)
-    measured, runs_used = _measured_objective(benchmarks, weights, data.weight)
+    noise = _score_noise(benchmarks, weights)
+    measured, runs_used = _measured_score(benchmarks, weights, data.weight)
     repeated = replicates and _repeats(data, measured, runs_used) is not None
     if repeated:
         noise = cast(float, _repeats(data, measured, runs_used))
     if n_resamples <= 0:
         return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None,
-                           objective_noise=noise)  # fmt: skip
+                           score_noise=noise)  # fmt: skip
     counts = resample_weights(k_draw, data.n_points, n_resamples, groups=groups, strata=strata).astype(Y.dtype)
     counts = counts * data.weight[None, :]
     if two_stage:
@@ -346,10 +362,10 @@ def fit_pipeline(
         folds = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
         if folds is not None:
             calibration = folds[0]
-            predicted = _fold_objective(pipeline, folds[1])
+            predicted = _fold_score(pipeline, folds[1])
             decision = _decision_calibration(predicted, measured, folds[1], noise, runs_used, repeated)
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
-                       resamples=counts, calibration=calibration, objective_noise=noise,
+                       resamples=counts, calibration=calibration, score_noise=noise,
                        decision_calibration=decision)  # fmt: skip
 
 
@@ -363,8 +379,8 @@ def _decision_calibration(predicted, measured, held: HeldOut, noise, used, repea
         return None
 
 
-def _measured_objective(benchmarks: BenchmarkFits, weights: Mapping[str, float], run_weight: Array):
-    """Each run's measured objective sum_b w_b Acc_b [P], and whether every benchmark of it was measured [P]."""
+def _measured_score(benchmarks: BenchmarkFits, weights: Mapping[str, float], run_weight: Array):
+    """Each run's measured score sum_b w_b Acc_b [P], and whether every benchmark of it was measured [P]."""
     order = list(benchmarks.laws)
     y = np.asarray(benchmarks.result.y)
     w = np.broadcast_to(np.asarray(benchmarks.result.weights), y.shape)
@@ -376,7 +392,7 @@ def _measured_objective(benchmarks: BenchmarkFits, weights: Mapping[str, float],
 
 
 def _repeats(data: MixtureData, measured: np.ndarray, used: np.ndarray) -> float | None:
-    """The repeats' pooled scatter of the measured objective, or None with fewer than 2 degrees of freedom."""
+    """The repeats' pooled scatter of the measured score, or None with fewer than 2 degrees of freedom."""
     size = np.zeros(len(measured)) if data.size is None else np.asarray(data.size)
     sd, dof = replicate_noise(np.asarray(data.r), size, measured, used)
     return sd if dof >= 2 and sd > 0 else None
@@ -389,8 +405,8 @@ def _noise_weights(data: MixtureData, Y: Array) -> Array:
     return jnp.asarray(w, Y.dtype)
 
 
-def _fold_objective(pipeline: Pipeline, held: HeldOut) -> np.ndarray:
-    """Each fold's predicted objective at every run [folds, P] from its proxy losses [folds, T, P] (the point
+def _fold_score(pipeline: Pipeline, held: HeldOut) -> np.ndarray:
+    """Each fold's predicted score at every run [folds, P] from its proxy losses [folds, T, P] (the point
     fits' loss-to-benchmark laws)."""
     total = np.zeros(held.median.shape[::2])
     for i, (b, w) in enumerate(pipeline.benchmark_weights):
@@ -398,9 +414,9 @@ def _fold_objective(pipeline: Pipeline, held: HeldOut) -> np.ndarray:
     return total
 
 
-def _proxy_targets(benchmarks: BenchmarkFits, objective: Mapping[str, float], n_points: int) -> tuple[list, Array]:
-    """The objective's benchmarks (nonzero weight) and their proxy losses [T, P], checked against the runs."""
-    names = [b for b in objective if objective[b] != 0]
+def _proxy_targets(benchmarks: BenchmarkFits, weights: Mapping[str, float], n_points: int) -> tuple[list, Array]:
+    """The score's benchmarks (nonzero weight) and their proxy losses [T, P], checked against the runs."""
+    names = [b for b in weights if weights[b] != 0]
     missing = [b for b in names if b not in benchmarks.proxy]
     if missing:
         raise ValueError(f"no fitted loss-to-benchmark law for {missing}; have {sorted(benchmarks.laws)}")
@@ -421,7 +437,7 @@ def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key,
     return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
 
 
-def _objective_noise(benchmarks: BenchmarkFits, weights: Mapping[str, float]) -> float:
+def _score_noise(benchmarks: BenchmarkFits, weights: Mapping[str, float]) -> float:
     """sqrt(sum_b w_b^2 s_b^2), s_b the weighted rms residual of benchmark b's loss-to-benchmark fit."""
     result = benchmarks.result
     order = list(benchmarks.laws)

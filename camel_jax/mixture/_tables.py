@@ -46,7 +46,7 @@ def fit_benchmarks(
     Huber loss a least-squares fit on accuracies in [0, 1]. With `monotone=True` (default) the fit is well-posed:
     on gadre2024 two keys give the same objective and held-out predictions to 1e-6. `weights` [P] (e.g. a 0/1
     train mask) apply to every benchmark. `names` (default: the benchmark columns) key the laws and the proxy
-    losses, e.g. the OBJECTIVES keys "mmlu", "gsm8k", ....
+    losses, e.g. the BENCHMARK_WEIGHTS keys "mmlu", "gsm8k", ....
 
     **Arguments**:
     - `df`: the runs table (not modified); `losses`: its validation-loss columns; `benchmarks`: its accuracy

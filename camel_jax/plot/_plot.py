@@ -213,7 +213,7 @@ def mixture_vs_size(
     return fig
 
 
-def objective_vs_size(
+def score_vs_size(
     fitted: Any,
     mixtures: Mapping[str, Any],
     *,
@@ -224,17 +224,17 @@ def objective_vs_size(
     level: float = 0.95,
     noise: float | None = None,
     percent: bool = True,
-    label: str = "objective",
+    label: str = "score",
     title: str = "",
 ):
-    """The objective (weighted benchmark accuracy) of a few named mixtures against model size: the fitted
+    """The score (weighted benchmark accuracy) of a few named mixtures against model size: the fitted
     pipeline's prediction, its band, the observed runs and, when known, the truth (dashed).
 
     `fitted` is a `fit_pipeline` result with resamples. The band is where one observed run of the mixture
-    would fall: at each size, the `level` percentile band of `objective_draws` over the resamples (both stages,
+    would fall: at each size, the `level` percentile band of `score_draws` over the resamples (both stages,
     with the calibrated extrapolation error past the trained sizes, as the verdict uses them), widened in
-    quadrature by the scatter of one run about the fit (`noise`, default `fitted.objective_noise`; a fit that
-    misses the trained runs by more needs its rms error there). It is drawn in the objective's
+    quadrature by the scatter of one run about the fit (`noise`, default `fitted.score_noise`; a fit that
+    misses the trained runs by more needs its rms error there). It is drawn in the score's
     own units, which every resample shares (unlike its proxy losses). `observed` {name: (sizes, values)};
     `true` {name: values at `sizes`}; `percent` draws accuracies in points (x100).
 
@@ -248,9 +248,9 @@ def objective_vs_size(
     grid = np.asarray(sizes, dtype=float)
     names = list(mixtures)
     R = jnp.asarray(np.stack([np.asarray(mixtures[m], dtype=float) for m in names]))
-    low, high = _objective_band(fitted, R, grid, key, level, fitted.objective_noise if noise is None else noise)
+    low, high = _score_band(fitted, R, grid, key, level, fitted.score_noise if noise is None else noise)
     low, high = low * scale, high * scale
-    curve = np.stack([np.asarray(fitted.pipeline.objective(jnp.tile(R[k], (len(grid), 1)), jnp.asarray(grid)))
+    curve = np.stack([np.asarray(fitted.pipeline.score(jnp.tile(R[k], (len(grid), 1)), jnp.asarray(grid)))
                       for k in range(len(names))]) * scale  # fmt: skip
     size_in = np.asarray(fitted.loss_fit.inputs[1])
     trained_max = float(size_in[np.asarray(jnp.any(jnp.atleast_2d(fitted.loss_fit.weights) > 0, 0))].max())
@@ -285,16 +285,16 @@ def objective_vs_size(
                  xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel(), **kept)  # fmt: skip
 
 
-def _objective_band(fitted: Any, R: Any, grid: np.ndarray, key: Any, level: float, noise: float):
-    """The `level` band of one run's objective at each mixture of `R` and size of `grid`: the resamples' spread
-    (calibrated draws), widened by a run's noise (`noise`, in objective units) around their median."""
+def _score_band(fitted: Any, R: Any, grid: np.ndarray, key: Any, level: float, noise: float):
+    """The `level` band of one run's score at each mixture of `R` and size of `grid`: the resamples' spread
+    (calibrated draws), widened by a run's noise (`noise`, in score units) around their median."""
     from statistics import NormalDist
 
-    from ..mixture._decide import objective_draws
+    from ..mixture._decide import score_draws
 
     # one key for every size: each resample's extrapolation error grows smoothly with size (common draws)
-    draws = np.stack([np.asarray(objective_draws(fitted.pipelines, R, float(M), key=key,
-                                                 calibration=fitted.calibration)) for M in grid], axis=-1)  # [B, K, S]
+    draws = np.stack([np.asarray(score_draws(fitted.pipelines, R, float(M), key=key,
+                                             calibration=fitted.calibration)) for M in grid], axis=-1)  # [B, K, S]
     draws = draws[np.all(np.isfinite(draws), axis=(1, 2))]
     q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
     low, mid, high = np.percentile(draws, q, axis=0)

@@ -70,12 +70,12 @@ class DerivativeStatus(enum.IntEnum):
             DerivativeStatus.SINGULAR: (
                 "the data do not determine the fit (a flat direction of the objective): see "
                 "FitResult.identifiability(), widen the design or simplify the law; for an optimal mixture, the "
-                "objective is flat along a direction of the simplex (datasets it cannot tell apart): merge them "
+                "score is flat along a direction of the simplex (datasets it cannot tell apart): merge them "
                 "or bound one"
             ),
             DerivativeStatus.DEGENERATE: (
                 "a dataset's weight sits at its bound with no pull against it (a zero multiplier): the mixture has "
-                "only one-sided derivatives there; the objective's value still has a derivative (envelope)"
+                "only one-sided derivatives there; the score's value still has a derivative (envelope)"
             ),
         }[self]
 
