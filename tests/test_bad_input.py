@@ -376,7 +376,8 @@ CLI_CASES = {
     "all-zero mixture column": (lambda f, t, p: ["fit", zero_column_csv(f, t, p), "--out", p / "fit"], "'r_math' is zero in every row"),
     "missing csv": (lambda f, t, p: ["fit", p / "nope.csv", "--out", p / "fit"], "no such file"),
     # issue 30
-    "objective on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--objective", "balanced"], "is a loss fit: .*drop them"),
+    "named weights on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--weights", "balanced"], "is a loss fit: .*drop it"),
+    "unknown named weights": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "poetry"], "unknown benchmark weights 'poetry'"),
     "weights on a loss fit": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--weights", "mmlu=1"], "is a loss fit"),
     "weights sum to 0": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0"], "sum to 0: the score"),
     "weights of 1e-300": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=1e-300"], "sum to 1e-300"),

@@ -285,8 +285,8 @@ def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_p
     assert cli.main(args) == 0
     verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("verdict: ")]
     assert verdicts == [expected.line()] and "held-out gain" in verdicts[0]
-    assert cli.main([*args, "--objective", "math"]) == 2  # its calibration is the fitted score's
-    assert "keeps the objective it was fitted for" in capsys.readouterr().err
+    assert cli.main([*args, "--weights", "math"]) == 2  # its calibration is the fitted score's
+    assert "keeps the benchmark weights it was fitted with" in capsys.readouterr().err
     # `next` reads the fit's own score noise from the file: no --noise needed
     # candidates are matched to the fit's mixture columns by name (the file keeps them)
     assert loaded.loss_fit.names == loaded.pipeline.datasets == two.loss_fit.names and two.loss_fit.names is not None

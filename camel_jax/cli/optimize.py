@@ -4,6 +4,7 @@ batched pipeline against a reference."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ def add_parser(sub: Any) -> None:
     )
     opt.add_argument("--tokens", type=float, default=None, help="training tokens at the target size (for a fit of "
                      "a token-aware law: camel-data*, sodm-* with tokens)")  # fmt: skip
-    opt.add_argument("--objective", default=None, help="pipeline objective: balanced|math|code|knowledge")
-    opt.add_argument("--weights", default=None, help="pipeline weights as name=w,name=w (instead of --objective)")
+    opt.add_argument("--weights", default=None, help="a saved pipeline's benchmark weights (the score it maximizes): "
+                     "a name, balanced|math|code|knowledge (default balanced), or benchmark=w,benchmark=w")  # fmt: skip
+    # --objective NAME, the deprecated name of --weights NAME (issue 33): hidden, still accepted with a note.
+    opt.add_argument("--objective", default=None, help=argparse.SUPPRESS)
     opt.add_argument(
         "--reference",
         default=None,
@@ -49,10 +52,11 @@ def run(args: argparse.Namespace) -> None:
     if not isinstance(saved, (FitResult, Pipeline, PipelineFit)):
         raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
     _check_decidable(saved, args.saved)
-    if isinstance(saved, FitResult) and (args.objective or args.weights):
+    _deprecated_objective(args)
+    if isinstance(saved, FitResult) and args.weights:
         raise UserError(
-            f"{args.saved} is a loss fit: `optimize` minimizes its predicted loss, and --objective/--weights "
-            "(benchmark weights) apply only to a saved pipeline; drop them"
+            f"{args.saved} is a loss fit: `optimize` minimizes its predicted loss, and --weights (benchmark weights) "
+            "applies only to a saved pipeline; drop it"
         )
     verdict = isinstance(saved, PipelineFit) and saved.pipelines is not None
     verdict = verdict or (isinstance(saved, Pipeline) and bool(saved.batch_shape))
@@ -80,6 +84,16 @@ def run(args: argparse.Namespace) -> None:
     names = _mixture_names(saved, len(r))
     print("optimal mixture: " + ", ".join(f"{name} {x:.4f}" for name, x in zip(names, r)))
     print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+
+
+def _deprecated_objective(args: argparse.Namespace) -> None:
+    """--objective NAME is --weights NAME, with a one-line note on stderr."""
+    if args.objective is None:
+        return
+    print("camel-jax optimize: note: --objective is deprecated: use --weights NAME", file=sys.stderr)
+    if args.weights:
+        raise UserError("give --weights only: --objective is its deprecated name")
+    args.weights = args.objective
 
 
 def _check_tokens(saved: Any, args: argparse.Namespace) -> None:
@@ -139,17 +153,18 @@ def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], 
 
 
 def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
-    """The mixture of highest predicted weighted accuracy under a saved pipeline (or fitted pipeline), at --size.
+    """The mixture of highest predicted score (weighted accuracy) under a saved pipeline (or fitted pipeline), at
+    --size.
 
-    A saved PipelineFit keeps its own objective: its calibration and noise are those of that objective."""
+    A saved PipelineFit keeps its own benchmark weights: its calibration and noise are those of that score."""
     from ..mixture._optimize import optimal_mixture
     from ..mixture._pipeline import Pipeline, PipelineFit
 
     fitted: Any
     if isinstance(saved, PipelineFit):
-        if args.objective or args.weights:
-            raise UserError("a saved fit_pipeline result keeps the objective it was fitted for (its calibration and "
-                            "noise are that objective's): drop --objective/--weights")  # fmt: skip
+        if args.weights:
+            raise UserError("a saved fit_pipeline result keeps the benchmark weights it was fitted with (its "
+                            "calibration and noise are that score's): drop --weights")  # fmt: skip
         fitted, pipeline = saved, saved.pipeline if saved.pipelines is None else saved.pipelines
     else:
         pipeline = Pipeline(saved.loss_laws, saved.benchmark_laws, _benchmark_weights(saved, args), saved.datasets)
@@ -157,7 +172,7 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     if not (pipeline.batch_shape and args.reference):
         point = saved.pipeline if isinstance(saved, PipelineFit) else pipeline
         result = optimal_mixture(point, point.n_datasets, key=key, model_size=args.size, **bounds)
-        print(f"predicted weighted accuracy at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
+        print(f"predicted score at size {args.size:g}: {float(np.mean(np.asarray(result.value))):.5g}")
         return result
     # a batched pipeline and a reference: one mixture (the best mean over resamples) and the verdict against it
     bounds["reference"] = _floats(args.reference, "reference")
@@ -165,7 +180,7 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     decision = result.decision
     assert decision is not None  # a batched pipeline, `robust` and a reference always give one
     print(
-        f"predicted weighted accuracy at size {args.size:g}: {decision.value:.5g} "
+        f"predicted score at size {args.size:g}: {decision.value:.5g} "
         f"[{decision.value_low:.5g}, {decision.value_high:.5g}] ({decision.level:.0%}, mean over resamples maximized)"
     )
     print(decision.line())
@@ -173,32 +188,32 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
 
 
 def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
-    """--weights name=w,... or the named --objective, restricted to the pipeline's benchmarks."""
+    """--weights: benchmark=w,... pairs, or a name of BENCHMARK_WEIGHTS (default balanced) restricted to the
+    pipeline's benchmarks."""
     from ..mixture._pipeline import BENCHMARK_WEIGHTS
 
-    if args.objective and args.weights:
-        raise UserError("give --objective or --weights, not both")
-    if args.weights:
+    if args.weights and "=" in args.weights:
         weights = {}
         for item in args.weights.split(","):
             name, _, value = item.partition("=")
             try:
                 weights[name.strip()] = float(value)
             except ValueError:
-                raise UserError(f"--weights must be name=number pairs; got {item!r}") from None
+                raise UserError(f"--weights must be a name or benchmark=number pairs; got {item!r}") from None
         unknown = sorted(set(weights) - set(saved.loss_laws))
         if unknown:
             raise UserError(
                 f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
             )
         return weights
-    name = args.objective or "balanced"
+    name = (args.weights or "balanced").strip()
     if name not in BENCHMARK_WEIGHTS:
-        raise UserError(f"unknown objective {name!r}; choose one of {sorted(BENCHMARK_WEIGHTS)}")
+        raise UserError(f"unknown benchmark weights {name!r}: give one of {sorted(BENCHMARK_WEIGHTS)} or "
+                        "benchmark=w pairs")  # fmt: skip
     weights = {b: w for b, w in BENCHMARK_WEIGHTS[name].items() if b in saved.loss_laws}
     left_out = sorted(set(BENCHMARK_WEIGHTS[name]) - set(weights))
     if not weights:
-        raise UserError(f"the pipeline has none of the {name} objective's benchmarks; use --weights")
+        raise UserError(f"the pipeline has none of the {name} weights' benchmarks; give --weights benchmark=w,...")
     if left_out:
-        print(f"note: the pipeline has no law for {left_out}; the {name} objective uses the others")
+        print(f"note: the pipeline has no law for {left_out}; the {name} score uses the others")
     return weights
