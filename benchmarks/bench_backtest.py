@@ -48,7 +48,7 @@ def baseline_cell(world: simulate.World, seed: int) -> float:
                              restarts=4)  # fmt: skip
     data = world.mixture_data(runs, losses[0])
     law = cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
-    fitted = cj.fit_pipeline(data, fits, cj.OBJECTIVES["balanced"], law=law, key=key, restarts=4)
+    fitted = cj.fit_pipeline(data, fits, cj.BENCHMARK_WEIGHTS["balanced"], law=law, key=key, restarts=4)
     jax.block_until_ready(cj.optimal_mixture(fitted.pipeline, 5, key=key, model_size=20.0).r)
     return time.perf_counter() - t0
 

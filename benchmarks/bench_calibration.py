@@ -50,7 +50,7 @@ def main() -> None:
         for seed, label in ((0, "compile"), (1, "timed")):
             data, fits = inputs(seed)
             start = time.perf_counter()
-            out = cj.fit_pipeline(data, fits, cj.OBJECTIVES["balanced"], law=law, key=jax.random.key(2),
+            out = cj.fit_pipeline(data, fits, cj.BENCHMARK_WEIGHTS["balanced"], law=law, key=jax.random.key(2),
                                   n_resamples=args.resamples, strata=np.asarray(data.size), **setting)  # fmt: skip
             jax.block_until_ready(out.pipelines)
             if label == "timed":

@@ -139,7 +139,7 @@ def pick_influence(P: int) -> None:
         fit = cj.fit_arrays(truth[0], (r, M), Y, w, key=key, inits=warm, options=PICK_OPTIONS)
         pipe = pipeline(fit)
         pick = cj.optimal_mixture(pipe, 3, key=key, model_size=target)
-        return pick.r, pick.value - pipe.objective(jnp.asarray(reference)[None], jnp.array([target]))[0]
+        return pick.r, pick.value - pipe.score(jnp.asarray(reference)[None], jnp.array([target]))[0]
 
     fit = cj.fit_arrays(truth[0], (r, M), Y, key=key, inits=warm, options=PICK_OPTIONS)
     pipeline_fit = cj.PipelineFit(pipeline=pipeline(fit), pipelines=None, loss_fit=fit, resamples=None)

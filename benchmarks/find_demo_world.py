@@ -2,7 +2,7 @@
 true optimum within +-20% of the paper's reference beats the reference by at least 1 accuracy point at M=20.
 
 Only the simulator's truth is used (no fit), so the demo's world is not chosen for how well the method does on it.
-Prints one line per key: the true gain within the trust region and over the whole simplex (Balanced objective).
+Prints one line per key: the true gain within the trust region and over the whole simplex (Balanced score).
 
     python benchmarks/find_demo_world.py [--keys 20] [--min-gain 1.0]
 """
@@ -23,8 +23,8 @@ TARGET, SHIFT = 20.0, 0.2
 
 
 def true_gain(world: simulate.World, **region) -> float:
-    """True objective of the best mixture (within `region`) minus the reference's, in accuracy points."""
-    f = world.true_objective(TARGET, cj.OBJECTIVES["balanced"])
+    """True score of the best mixture (within `region`) minus the reference's, in accuracy points."""
+    f = world.true_score(TARGET, cj.BENCHMARK_WEIGHTS["balanced"])
     best = cj.optimal_mixture(f, world.n_datasets, key=jax.random.key(0), restarts=32, **region)
     return 100.0 * float(best.value - f(jnp.asarray(simulate.REFERENCE)))
 

@@ -7,11 +7,11 @@ rectangle (the paper's Figure 1 protocol), at M=20. Prints per-world progress an
 
 With `--resamples B` every law method's cells are also refitted on B bootstrap resamples (`backtest`'s
 `n_resamples`): the summary adds the coverage of the pick's nominal 95% band, and `--robust mean|q25|q10` makes each
-law method pick the mixture maximizing the mean (or the quantile) of the objective over its resamples. The same
+law method pick the mixture maximizing the mean (or the quantile) of the score over its resamples. The same
 seeds give the same runs and point fits, so two runs that differ only in `--robust` are paired.
 
 Usage: python benchmarks/study_backtest.py [--family capacity_data] [--worlds 20] [--repeats 6]
-       [--objective balanced] [--max-shift 0.2] [--fractions 0.1,0.2,0.4,0.7,1] [--methods camel,sodm]
+       [--weights balanced] [--max-shift 0.2] [--fractions 0.1,0.2,0.4,0.7,1] [--methods camel,sodm]
        [--resamples 20] [--robust mean] [--out backtest.csv]
 """
 
@@ -36,7 +36,7 @@ SIZES = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0)
 ROBUST = {"none": None, "mean": "mean", "q25": ("quantile", 0.25), "q10": ("quantile", 0.1)}
 
 
-def one_world(family: str, seed: int, repeats: int, objective: str, max_shift: float | None,
+def one_world(family: str, seed: int, repeats: int, weights: str, max_shift: float | None,
               fractions=FRACTIONS, methods=cj.BACKTEST_METHODS, resamples: int = 0,
               robust: str = "none") -> pd.DataFrame:  # fmt: skip
     world = simulate.make_world(jax.random.key(seed), family)
@@ -45,7 +45,7 @@ def one_world(family: str, seed: int, repeats: int, objective: str, max_shift: f
         world,
         methods,
         key=jax.random.key(100 + seed),
-        objective=objective,
+        benchmark_weights=weights,
         budgets=[f * full for f in fractions],
         strategy={"camel": "hourglass", "camel-free": "hourglass"},
         repeats=repeats,
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--family", default="capacity_data", choices=simulate.FAMILIES)
     parser.add_argument("--worlds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=6)
-    parser.add_argument("--objective", default="balanced", choices=sorted(cj.OBJECTIVES))
+    parser.add_argument("--weights", default="balanced", choices=sorted(cj.BENCHMARK_WEIGHTS), help="benchmark weights")
     parser.add_argument("--max-shift", type=float, default=None, help="choose within reference (1 +- this)")
     parser.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS), help="budgets, share of 66 runs")
     parser.add_argument("--methods", default=",".join(cj.BACKTEST_METHODS))
@@ -90,7 +90,7 @@ def main() -> None:
     frames = []
     for seed in range(args.worlds):
         t0 = time.perf_counter()
-        frames.append(one_world(args.family, seed, args.repeats, args.objective, args.max_shift, fractions, methods,
+        frames.append(one_world(args.family, seed, args.repeats, args.weights, args.max_shift, fractions, methods,
                                 args.resamples, args.robust))  # fmt: skip
         medians = frames[-1].groupby("method")["capture"].median().round(2).to_dict()
         print(f"world {seed}: {time.perf_counter() - t0:.0f} s; median capture {medians}", flush=True)
@@ -98,7 +98,7 @@ def main() -> None:
             pd.concat(frames).to_csv(args.out, index=False)
     table = pd.concat(frames, ignore_index=True)
     region = "the whole simplex" if args.max_shift is None else f"reference (1 +- {args.max_shift:g})"
-    print(f"\n{args.family}, {args.objective}, {region}, {args.worlds} worlds x {args.repeats} repeats x "
+    print(f"\n{args.family}, {args.weights}, {region}, {args.worlds} worlds x {args.repeats} repeats x "
           f"{len(fractions)} budgets, {args.resamples} resamples, robust {args.robust}")  # fmt: skip
     print(summarize(table).to_string())
     print("\nby budget (mean capture):")

@@ -5,10 +5,10 @@ then at M=12 (one size step out) and M=20 (the target):
 - the loss: tied CAMEL on two validation losses, 100 bootstrap resamples (whole runs within each size); the
   plain percentile band and the extrapolation-calibrated band (`cj.calibrate`) at the 11 mixtures, against the
   world's true (noise-free) loss;
-- the objective at the chosen mixture: `fit_pipeline` with 100 resamples (mixture stage only, both stages, both
+- the score at the chosen mixture: `fit_pipeline` with 100 resamples (mixture stage only, both stages, both
   stages calibrated), `optimal_mixture(robust="mean")` within +-20% of the reference and over the simplex, and
   `decide` against the reference (with the fit's noise floor and trained-mixture range, as `optimal_mixture`
-  applies them to a `PipelineFit`): does the band of the pick's objective cover its true value, and when the
+  applies them to a `PipelineFit`): does the band of the pick's score cover its true value, and when the
   verdict is "improves", is the true gain positive?
 
 Prints coverage per (quantity, size, band) with its binomial standard error, the verdicts' precision, and the cost
@@ -67,22 +67,22 @@ def one_world(family: str, seed: int, B: int,
                 covered, width = (low <= truth) & (truth <= high), (high - low) / truth
                 rows += [{"family": family, "world": seed, "quantity": f"loss {v}", "size": M, "band": band,
                           "covered": float(c), "width": float(w)} for c, w in zip(covered, width)]  # fmt: skip
-    rows += _objective_rows(world, runs, losses, law, key, B, family, seed)
+    rows += _score_rows(world, runs, losses, law, key, B, family, seed)
     return rows, cost
 
 
-def _objective_rows(world, runs, losses, law, key, B, family, seed) -> list[dict]:
+def _score_rows(world, runs, losses, law, key, B, family, seed) -> list[dict]:
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],
                              names=list(world.benchmarks), key=jax.random.fold_in(key, 6), restarts=16)  # fmt: skip
     data = world.mixture_data(runs, losses[0])
     common = dict(law=law, key=jax.random.fold_in(key, 7), n_resamples=B, strata=np.asarray(data.size))
-    weights = cj.OBJECTIVES["balanced"]
+    weights = cj.BENCHMARK_WEIGHTS["balanced"]
     one = cj.fit_pipeline(data, fits, weights, two_stage=False, calibrate=False, **common)
     two = cj.fit_pipeline(data, fits, weights, **common)
     rows = []
     for region_name, region in (("+-20%", {"max_shift": 0.2}), ("simplex", {})):
         for M in CHECK:
-            true_f = world.true_objective(M, weights)
+            true_f = world.true_score(M, weights)
             best = cj.optimal_mixture(two.pipelines, 5, key=jax.random.fold_in(key, 8), model_size=M, robust="mean",
                                       reference=simulate.REFERENCE, **region)  # fmt: skip
             value = float(true_f(jnp.asarray(best.r)))
@@ -90,9 +90,9 @@ def _objective_rows(world, runs, losses, law, key, B, family, seed) -> list[dict
             for band, fitted, cal in (("plain 1-stage", one, None), ("plain", two, None),
                                       ("calibrated", two, two.calibration)):  # fmt: skip
                 d = cj.decide(fitted.pipelines, best.r, simulate.REFERENCE, model_size=M,
-                              key=jax.random.fold_in(key, 9), calibration=cal, min_gain=fitted.objective_noise,
+                              key=jax.random.fold_in(key, 9), calibration=cal, min_gain=fitted.score_noise,
                               support=fitted.support())  # fmt: skip
-                rows.append({"family": family, "world": seed, "quantity": f"objective {region_name}", "size": M,
+                rows.append({"family": family, "world": seed, "quantity": f"score {region_name}", "size": M,
                              "band": band, "covered": float(d.value_low <= value <= d.value_high),
                              "width": d.value_high - d.value_low, "verdict": d.verdict, "p_improve": d.p_improve,
                              "true_gain": gain, "gain": d.gain})  # fmt: skip

@@ -3,12 +3,12 @@
 For each world: (1) extrapolation error: every validation loss's law fitted on the paper's design (11 perturbed
 mixtures x sizes 4-10, 0.2% noise) and scored by `select_law` against the noise-free losses at M=20 (MAPE, %);
 (2) decision regret: `cj.backtest` with methods camel (tied CAMEL), camel-data (tied CAMELData) and sodm on the
-`--objective` (default Balanced) at M=20 over the whole simplex, every run, `--repeats` noise draws. Prints
+`--weights` (default Balanced) at M=20 over the whole simplex, every run, `--repeats` noise draws. Prints
 per-family means with standard errors over worlds and the share of worlds in which each law is within 10% of the
 best error.
 
     python benchmarks/study_data_law.py [--worlds 10] [--first 0] [--repeats 4] [--families capacity,dml,sodm]
-        [--objective math] [--no-loss]
+        [--weights math] [--no-loss]
 """
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ def extrapolation(world, seed: int) -> pd.DataFrame:
     return pd.concat(frames)[["law", "loss", "error"]]
 
 
-def one_world(family: str, seed: int, repeats: int, objective: str, loss: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def one_world(family: str, seed: int, repeats: int, weights: str, loss: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     world = simulate.make_world(jax.random.key(seed), family)
     errors = extrapolation(world, seed) if loss else pd.DataFrame({"law": list(METHODS), "loss": "", "error": np.nan})
     regret = cj.backtest(world, METHODS, key=jax.random.key(100 + seed), repeats=repeats, target_size=TARGET,
-                         objective=objective)  # fmt: skip
+                         benchmark_weights=weights)  # fmt: skip
     return errors.assign(family=family, world=seed), regret.assign(family=family, world_seed=seed)
 
 
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=0, help="seed of the first world (to extend a run)")
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--families", default=",".join(simulate.FAMILIES))
-    parser.add_argument("--objective", default="balanced", choices=sorted(cj.OBJECTIVES))
+    parser.add_argument("--weights", default="balanced", choices=sorted(cj.BENCHMARK_WEIGHTS))
     parser.add_argument("--no-loss", action="store_true", help="skip the loss extrapolation part (decisions only)")
     parser.add_argument("--out", default=None, help="prefix for the two CSV tables")
     args = parser.parse_args()
@@ -88,7 +88,7 @@ def main() -> None:
     for family in args.families.split(","):
         for seed in range(args.first, args.first + args.worlds):
             start = time.perf_counter()
-            e, r = one_world(family, seed, args.repeats, args.objective, not args.no_loss)
+            e, r = one_world(family, seed, args.repeats, args.weights, not args.no_loss)
             errors.append(e)
             regrets.append(r)
             mean_e = e.groupby("law")["error"].mean().round(3).to_dict()

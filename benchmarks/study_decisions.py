@@ -6,12 +6,12 @@ For each world of a zoo family (seed first..first+N-1): the paper's design (11 p
 `optimal_mixture(robust="mean")` within +-20% of the paper's reference at M=12 and M=20. Each pick is judged
 twice against the world's truth:
 - "held-out gain": the verdict of `fit_pipeline`'s `decision_calibration` (the gain calibrated on held-out sizes);
-- "proxy draws": the previous verdict (the proxy losses' calibration drawn into the objective, `decide` with
+- "proxy draws": the previous verdict (the proxy losses' calibration drawn into the score, `decide` with
   `calibration=` only), for comparison.
-Prints, per (band, size): coverage of the nominal 95% bands of the objective at the pick and of its gain over the
+Prints, per (band, size): coverage of the nominal 95% bands of the score at the pick and of its gain over the
 reference, mean half-width / RMSE of the point prediction (1.96 is ideal for a Gaussian error), and the verdicts'
 precision (true gain > 0 when "improves") and recall (share called "improves" among picks whose true gain exceeds
-both the objective's noise and 0.5 points). Usage:
+both the score's noise and 0.5 points). Usage:
     python benchmarks/study_decisions.py [--family capacity_data] [--worlds 20] [--first 0] [--resamples 100]
         [--restarts 16] [--out decisions.csv]
 """
@@ -34,7 +34,7 @@ from camel_jax import simulate  # noqa: E402
 
 SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 CHECK = (12.0, 20.0)
-WEIGHTS = cj.OBJECTIVES["balanced"]
+WEIGHTS = cj.BENCHMARK_WEIGHTS["balanced"]
 
 
 def one_world(family: str, seed: int, B: int, restarts: int) -> tuple[list[dict], float]:
@@ -55,19 +55,19 @@ def one_world(family: str, seed: int, B: int, restarts: int) -> tuple[list[dict]
     seconds = time.perf_counter() - start
     rows = []
     for M in CHECK:
-        truth = world.true_objective(M, WEIGHTS)
+        truth = world.true_score(M, WEIGHTS)
         best = cj.optimal_mixture(fitted, 5, key=jax.random.fold_in(key, 8), model_size=M, robust="mean",
                                   reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
         value = float(truth(jnp.asarray(best.r)))
         gain = value - float(truth(jnp.asarray(simulate.REFERENCE)))
         old = cj.decide(fitted.pipelines, best.r, simulate.REFERENCE, model_size=M, key=jax.random.fold_in(key, 9),
-                        calibration=fitted.calibration, min_gain=fitted.objective_noise,
+                        calibration=fitted.calibration, min_gain=fitted.score_noise,
                         support=fitted.support())  # fmt: skip
         for band, d in (("held-out gain", best.decision), ("proxy draws", old)):
             rows.append({"family": family, "world": seed, "size": M, "band": band, "verdict": d.verdict,
                          "true_gain": gain, "gain": d.gain, "gain_low": d.gain_low, "gain_high": d.gain_high,
                          "true_value": value, "value": d.value, "value_low": d.value_low,
-                         "value_high": d.value_high, "noise": fitted.objective_noise})  # fmt: skip
+                         "value_high": d.value_high, "noise": fitted.score_noise})  # fmt: skip
     return rows, seconds
 
 

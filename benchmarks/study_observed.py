@@ -2,14 +2,14 @@
 have trained?
 
 - dmsl_shukor2025: fit sizes <= 1.235B (each run at its largest token count), choose among the four mixtures trained
-  at 2.718B; 8 objectives (each SlimPajama validation loss and their mean).
+  at 2.718B; 8 weightings (each SlimPajama validation loss and their mean).
 - mixinglaws_ye2024 5Mix at step 20k: fit 70M-410M, choose among the 1B runs; the weighted validation loss.
 - regmix_liu2024: fit the 512 1M-parameter runs, rank the 256 held-out mixtures trained at 60M (Pile-CC loss);
   "best-observed" here is RegMix's own proxy: the same 256 mixtures measured at 1M.
 
 Every fit is repeated with --seeds keys (the restarts differ); prints the mean regret share (regret over the
 candidates' range; a random pick averages ~0.5) and Spearman correlation per data set and method, with the
-spread over objectives and seeds. Needs ../shared/data/external (the data sets do not ship with the package).
+spread over weightings and seeds. Needs ../shared/data/external (the data sets do not ship with the package).
 
 Usage: python benchmarks/study_observed.py [--seeds 5] [--restarts 32] [--out observed.csv]
 """
@@ -35,18 +35,18 @@ import camel_jax as cj  # noqa: E402
 def backtests(seed: int, restarts: int) -> pd.DataFrame:
     key = jax.random.key(seed)
     common = dict(key=key, restarts=restarts)
-    train, candidates, mixture, objectives = shared_data.dmsl_decision()
-    frames = [cj.backtest_observed(train, candidates, mixture=mixture, size="model_size", objectives=objectives,
+    train, candidates, mixture, weightings = shared_data.dmsl_decision()
+    frames = [cj.backtest_observed(train, candidates, mixture=mixture, size="model_size", weightings=weightings,
                                    name="dmsl 2.7B (4)", **common)]  # fmt: skip
-    train, candidates, mixture, objectives = shared_data.mixinglaws_decision()
+    train, candidates, mixture, weightings = shared_data.mixinglaws_decision()
     frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="nonembedding_params",
-                                       objectives=objectives, name="mixinglaws 1B", **common))  # fmt: skip
-    train, candidates, at_1m, mixture, objectives = shared_data.regmix_decision()
+                                       weightings=weightings, name="mixinglaws 1B", **common))  # fmt: skip
+    train, candidates, at_1m, mixture, weightings = shared_data.regmix_decision()
     laws = [m for m in cj.OBSERVED_METHODS if m != "best-observed"]
-    frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="size", objectives=objectives,
+    frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="size", weightings=weightings,
                                        methods=laws, name="regmix 60M (256)", **common))  # fmt: skip
     proxy = cj.backtest_observed(pd.concat([train, at_1m], ignore_index=True), candidates, mixture=mixture,
-                                 size="size", objectives=objectives, methods=["best-observed"], name="regmix 60M (256)",
+                                 size="size", weightings=weightings, methods=["best-observed"], name="regmix 60M (256)",
                                  **common)  # fmt: skip
     frames.append(proxy)
     return pd.concat(frames, ignore_index=True).assign(seed=seed)

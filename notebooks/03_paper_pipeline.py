@@ -1,8 +1,8 @@
 # %% [markdown]
 # # The paper's pipeline on a simulated world
 #
-# Mixture -> benchmark-proxy loss (CAMEL) -> accuracy (multi-loss logistic law) -> weighted objective, optimized for a
-# model larger than any fitted one, for the paper's four objectives. The simulated world solves the
+# Mixture -> benchmark-proxy loss (CAMEL) -> accuracy (multi-loss logistic law) -> score (weighted accuracy), optimized
+# for a model larger than any fitted one, under the paper's four benchmark weightings. The simulated world solves the
 # capacity-allocation problem exactly, so the true optimal mixture is known.
 
 # %%
@@ -44,15 +44,15 @@ data = world.mixture_data(runs, losses[0])
 law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
 
 # %% [markdown]
-# One call per objective fits every benchmark's proxy loss and its bootstrap resamples (the same resamples for all
-# benchmarks) and assembles point and batched pipelines. The optimization stays within +-20% of the reference, the
-# region the laws were fitted on.
+# One call per benchmark weighting fits every benchmark's proxy loss and its bootstrap resamples (the same resamples
+# for all benchmarks) and assembles point and batched pipelines. The optimization stays within +-20% of the
+# reference, the region the laws were fitted on.
 
 # %%
 rows = []
 region = dict(reference=reference, max_shift=0.2)
-objectives = {k: cj.OBJECTIVES[k] for k in (["balanced", "code"] if QUICK else cj.OBJECTIVES)}
-for name, weights in objectives.items():
+weightings = {k: cj.BENCHMARK_WEIGHTS[k] for k in (["balanced", "code"] if QUICK else cj.BENCHMARK_WEIGHTS)}
+for name, weights in weightings.items():
     fitted = cj.fit_pipeline(
         data,
         fits,
@@ -68,12 +68,12 @@ for name, weights in objectives.items():
         [2.5, 97.5],
         axis=0,
     )
-    true_f = world.true_objective(20.0, weights)
+    true_f = world.true_score(20.0, weights)
     truth = cj.optimal_mixture(true_f, 5, key=jax.random.key(0), **region)
     scores = [float(true_f(jnp.asarray(r))) for r in (point.r, truth.r, reference)]
     rows.append(
         {
-            "objective": name,
+            "weights": name,
             **{
                 d: f"{float(point.r[j]):.3f} [{band[0][j]:.2f},{band[1][j]:.2f}] (true {float(truth.r[j]):.3f})"
                 for j, d in enumerate(simulate.DATASETS)
@@ -82,14 +82,14 @@ for name, weights in objectives.items():
             "max |r - true r|": float(np.max(np.abs(np.asarray(point.r) - np.asarray(truth.r)))),
         }
     )
-table = pd.DataFrame(rows).set_index("objective")
-# the headline (1.0 and 0.000 for every objective when written): the predicted mixture is the true optimal mixture
+table = pd.DataFrame(rows).set_index("weights")
+# the headline (1.0 and 0.000 for every weighting when written): the predicted mixture is the true optimal mixture
 # and captures the achievable gain over the reference at M=20, a size twice the largest fitted
 assert (table["gain captured"] > 0.9).all() and (table["max |r - true r|"] < 0.02).all(), table
 table
 
 # %% [markdown]
-# In this world every benchmark improves in much the same direction inside the +-20% box, so the objectives can share
+# In this world every benchmark improves in much the same direction inside the +-20% box, so the weightings can share
 # an optimum at a vertex of the box; the check that matters is that the predicted mixture matches the true one and
 # captures the possible gain.
 

@@ -143,7 +143,7 @@ mix_table.round(3)
 # ## The decision on real data: which held-out run would each law have trained?
 #
 # `cj.backtest_observed` fits each method on the smaller runs and lets it pick among mixtures trained at a larger
-# size: dmsl's four 2.7B runs (8 objectives: each validation loss and their mean), 5Mix's 1B runs, and RegMix's 256
+# size: dmsl's four 2.7B runs (8 weightings: each validation loss and their mean), 5Mix's 1B runs, and RegMix's 256
 # 60M runs ranked from 512 1M runs. `regret_share` is the pick's regret over the candidates' range (a random pick
 # averages ~0.5 with 4 candidates). Study 2's table averages 5 fit seeds with 32 restarts
 # (`benchmarks/study_observed.py`).
@@ -151,23 +151,23 @@ mix_table.round(3)
 # %%
 frames = []
 methods = ["camel", "best-observed"] if QUICK else list(cj.OBSERVED_METHODS)
-train, candidates, mixture, objectives = shared_data.dmsl_decision()
+train, candidates, mixture, weightings = shared_data.dmsl_decision()
 if QUICK:
-    objectives = {"mean": objectives["mean"]}
+    weightings = {"mean": weightings["mean"]}
 frames.append(
     cj.backtest_observed(
         train,
         candidates,
         mixture=mixture,
         size="model_size",
-        objectives=objectives,
+        weightings=weightings,
         methods=methods,
         key=key,
         restarts=4 if QUICK else 32,
         name="dmsl 2.7B",
     )
 )
-train, candidates, mixture, objectives = shared_data.mixinglaws_decision()
+train, candidates, mixture, weightings = shared_data.mixinglaws_decision()
 frames.append(
     cj.backtest_observed(
         train,
@@ -175,21 +175,21 @@ frames.append(
         mixture=mixture,
         size="nonembedding_params",
         methods=methods,
-        objectives=objectives,
+        weightings=weightings,
         key=key,
         restarts=4 if QUICK else 32,
         name="5Mix 1B",
     )
 )
 if not QUICK and (shared_data.ROOT / "regmix_liu2024").is_dir():  # 512 runs x 17 datasets: full runs only
-    train, candidates, at_1m, mixture, objectives = shared_data.regmix_decision()
+    train, candidates, at_1m, mixture, weightings = shared_data.regmix_decision()
     frames.append(
         cj.backtest_observed(
             train,
             candidates,
             mixture=mixture,
             size="size",
-            objectives=objectives,
+            weightings=weightings,
             methods=["camel", "sodm"],
             key=key,
             restarts=4 if QUICK else 32,
@@ -211,7 +211,7 @@ by_method.round(3)
 # In dmsl the per-domain spread across mixtures barely shrinks from 122M to 1.2B parameters, which CAMEL's K_i /
 # (eta_i^alpha_i M^beta_i) cannot hold. `cj.CAMELData` adds a per-domain data term sum_i G_i / (eta_i D)^gamma_i: each
 # intrinsic domain's loss also falls with the tokens it receives. `cj.select_law` fits every candidate on all runs
-# below the largest size and ranks them by their error there (never by the training objective); laws of (r, M) get the
+# below the largest size and ranks them by their error there (never by the fit objective); laws of (r, M) get the
 # same runs without the token column. Study 6 (`benchmarks/study_select_law.py`) runs all 7 dmsl losses
 # with 32 restarts and 3 seeds.
 

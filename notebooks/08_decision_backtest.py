@@ -5,7 +5,7 @@
 # world of `simulate.make_world` (default family `capacity_data`: capacity allocation plus a per-domain data term,
 # specialized validation sets and benchmarks) is checked first against the real-data figures its realism targets come
 # from, then `cj.backtest` trains the paper's 66-run design under FLOPs budgets, fits each method and scores its pick
-# at M=20 by the world's true Balanced objective. `regret` is the true optimum minus the pick's true value; `capture`
+# at M=20 by the world's true Balanced score. `regret` is the true optimum minus the pick's true value; `capture`
 # the share of the achievable gain over the paper's reference mixture. CAMEL uses the hourglass strategy, the
 # baselines the rectangle, as in the paper.
 
@@ -99,32 +99,32 @@ plt.show()
 # region SODMAdditive beats tied CAMEL (in 18 of 20 worlds) and CAMELData (by 0.03 points) on this zoo.
 
 # %% [markdown]
-# ## Tables 1-2: the four objectives
+# ## Tables 1-2: the four benchmark weightings
 #
-# The paper's Tables 1-2 compare methods on four objectives: Balanced and the three specialized ones (math, code,
-# knowledge: each weights its own benchmarks). Every method here fits the full 66-run design (100% budget) and chooses
-# within +-20% of the reference (`max_shift=0.2`); the same runs and noise draws serve every method and objective, so
-# the comparison is paired. `benchmarks/study_backtest.py --objective X --fractions 1.0` runs the same cell
-# (`one_world`, imported here) for study 4's table (20 worlds, within +-20% and over the whole simplex).
+# The paper's Tables 1-2 compare methods on four benchmark weightings: Balanced and the three specialized ones (math,
+# code, knowledge: each weights its own benchmarks). Every method here fits the full 66-run design (100% budget) and
+# chooses within +-20% of the reference (`max_shift=0.2`); the same runs and noise draws serve every method and
+# weighting, so the comparison is paired. `benchmarks/study_backtest.py --weights X --fractions 1.0` runs the same
+# cell (`one_world`, imported here) for study 4's table (20 worlds, within +-20% and over the whole simplex).
 
 # %%
 sys.path.insert(0, os.path.join("..", "benchmarks"))
 import study_backtest
 
-objectives = ["math"] if QUICK else ["balanced", "math", "code", "knowledge"]  # CI: Balanced is checked above
+weightings = ["math"] if QUICK else ["balanced", "math", "code", "knowledge"]  # CI: Balanced is checked above
 methods = ["camel", "sodm", "best-observed"] if QUICK else list(cj.BACKTEST_METHODS)
 parts = []
-for objective in objectives:
+for weights in weightings:
     for seed in range(1 if QUICK else 6):
         part = study_backtest.one_world(
-            "capacity_data", seed, 1 if QUICK else 2, objective, 0.2, fractions=(1.0,), methods=methods
+            "capacity_data", seed, 1 if QUICK else 2, weights, 0.2, fractions=(1.0,), methods=methods
         )
-        parts.append(part.assign(objective=objective))
+        parts.append(part.assign(weights=weights))
 tables = pd.concat(parts, ignore_index=True)
-per_world = tables.groupby(["objective", "method", "seed"])["regret"].mean()
-assert (tables["regret"] > -1e-9).all(), tables[["objective", "method", "regret"]]
+per_world = tables.groupby(["weights", "method", "seed"])["regret"].mean()
+assert (tables["regret"] > -1e-9).all(), tables[["weights", "method", "regret"]]
 # regret in points
-(100 * per_world.groupby(["objective", "method"]).agg(["mean", "sem"])).round(3).unstack("objective")
+(100 * per_world.groupby(["weights", "method"]).agg(["mean", "sem"])).round(3).unstack("weights")
 
 # %% [markdown]
 # ## Bands you can trust, and a verdict (issue 14)
@@ -133,7 +133,7 @@ assert (tables["regret"] > -1e-9).all(), tables[["objective", "method", "regret"
 # loss-to-benchmark stage and calibrates the extrapolation error on held-out sizes (`cj.calibrate`), and
 # `optimal_mixture(fitted, robust="mean", reference=...)` returns a verdict. `benchmarks/study_calibration.py`
 # (imported here) checks, world by world, whether nominal 95% bands cover the world's true loss at M=12 and M=20 (11
-# mixtures, two validation losses) and the true objective of the pick, and whether an "improves" verdict is right. The
+# mixtures, two validation losses) and the true score of the pick, and whether an "improves" verdict is right. The
 # study 5's table runs 12 worlds with 100 resamples.
 
 # %%

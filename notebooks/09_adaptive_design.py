@@ -53,7 +53,7 @@ import warnings
 seed = cj.sample_design("hourglass", design, 0.25 * full, jax.random.key(2)).astype(bool)
 trained, candidates = design[seed].reset_index(drop=True), design[~seed].reset_index(drop=True)
 losses = [f"loss_{v}" for v in world.validation_sets]
-weights = cj.OBJECTIVES["balanced"]
+weights = cj.BENCHMARK_WEIGHTS["balanced"]
 
 
 def fit_on(runs, key):
@@ -122,7 +122,7 @@ print(
     end="",
 )
 print(f" after the refit {100 * after.attrs['sd_before']:.3f} points")
-true_f = world.true_objective(20.0, weights)
+true_f = world.true_score(20.0, weights)
 for name, r in [("before", step.attrs["recommended"]), ("after", after.attrs["recommended"])]:
     gain = 100 * float(true_f(jnp.asarray(r)) - true_f(jnp.asarray(simulate.REFERENCE)))
     print(f"recommended {name}: {np.round(r, 3)}, true gain over the reference {gain:+.2f} points")
