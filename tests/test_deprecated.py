@@ -180,3 +180,16 @@ def test_the_cli_objective_flag_is_a_hidden_alias_of_weights(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["optimize", "--help"])
     assert "--objective" not in capsys.readouterr().out
+
+
+def test_implicit_mixture_takes_its_score_under_the_old_keyword_with_a_warning():
+    def score(r, c):
+        return -jnp.sum((r - c) ** 2)
+
+    c = jnp.array([0.2, 0.3, 0.5])
+    new = cj.implicit_mixture(score, c, c)
+    with pytest.warns(DeprecationWarning, match=r"implicit_mixture\(objective=...\) is deprecated"):
+        old = cj.implicit_mixture(objective=score, r=c, data=c)
+    np.testing.assert_array_equal(np.asarray(old), np.asarray(new))
+    with pytest.raises(TypeError, match="both `objective` and `score`"):
+        cj.implicit_mixture(score, c, c, objective=score)

@@ -39,6 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from .._deprecated import renamed_keywords
+
 
 class DerivativeStatus(enum.IntEnum):
     """Whether the implicit derivative of a solution exists (see `camel_jax.solver._implicit`)."""
@@ -314,8 +316,9 @@ def _prepare_mixture(objective, r, data, converged, lower, upper) -> tuple[Any, 
     return _unpacked(closed), r, (data, tuple(consts)), jax.lax.stop_gradient(converged), *bounds
 
 
+@renamed_keywords(objective="score")
 def implicit_mixture(
-    objective: Callable[[Array, Any], Array],
+    score: Callable[[Array, Any], Array],
     r: Float[Array, " n"],
     data: Any,
     *,
@@ -324,28 +327,29 @@ def implicit_mixture(
     converged: ArrayLike = True,
     rcond: float | None = None,
 ) -> Float[Array, " n"]:
-    """`r` (a maximizer of `objective(., data)` on {lower <= r <= upper, sum r = 1}), whose derivatives with
+    """`r` (a maximizer of `score(., data)` on {lower <= r <= upper, sum r = 1}), whose derivatives with
     respect to `data` are those of its KKT conditions, the active bounds held.
 
     **Arguments**:
-    - `objective`: `objective(r, data) -> scalar`, twice differentiable in `r` and differentiable in `data`;
-      traced values it closes over are differentiated like `data`.
+    - `score`: `score(r, data) -> scalar`, the function of the mixture maximized, twice differentiable in `r`
+      and differentiable in `data`; traced values it closes over are differentiated like `data`.
     - `r`: the maximizer [n], with its active weights exactly at their bounds (as `project_capped_simplex`
       leaves them). Its own derivative (through the ascent) is discarded.
     - `data`: a pytree of arrays the maximizer depends on (e.g. a `Pipeline`'s laws).
     - `lower`, `upper`: the bounds [n] (held fixed); `converged`: whether the ascent reached a KKT point (False
       makes every derivative NaN); `rcond`: relative eigenvalue below which a direction is flat.
 
-    **Returns**: `r`, with `dr = (-P H P)^+ P d(grad_r objective)/d(data) ddata` (zero on the active weights,
+    **Returns**: `r`, with `dr = (-P H P)^+ P d(grad_r score)/d(data) ddata` (zero on the active weights,
     summing to zero), NaN where the derivative does not exist (see `maximum_derivative_status`).
     """
-    closed, r, data_all, converged, lower, upper = _prepare_mixture(objective, r, data, converged, lower, upper)
+    closed, r, data_all, converged, lower, upper = _prepare_mixture(score, r, data, converged, lower, upper)
     rcond = default_rcond(r.dtype) if rcond is None else float(rcond)
     return _at_maximum(closed, rcond, r, data_all, converged, lower, upper)
 
 
+@renamed_keywords(objective="score")
 def maximum_derivative_status(
-    objective: Callable[[Array, Any], Array],
+    score: Callable[[Array, Any], Array],
     r: Float[Array, " n"],
     data: Any,
     *,
@@ -355,21 +359,22 @@ def maximum_derivative_status(
     rcond: float | None = None,
 ) -> Array:
     """Whether `implicit_mixture` has a derivative at `r`: a `DerivativeStatus` code (NOT_CONVERGED, NONFINITE,
-    INDEFINITE: not a maximum on the tangent space, SINGULAR: the objective is flat along a direction of the
+    INDEFINITE: not a maximum on the tangent space, SINGULAR: the score is flat along a direction of the
     simplex, DEGENERATE: an active bound with a zero multiplier). Arguments as `implicit_mixture`'s."""
-    closed, r, data_all, converged, lower, upper = _prepare_mixture(objective, r, data, converged, lower, upper)
+    closed, r, data_all, converged, lower, upper = _prepare_mixture(score, r, data, converged, lower, upper)
     rcond = default_rcond(r.dtype) if rcond is None else float(rcond)
     status = _mixture_parts(closed, r, data_all, lower, upper, rcond)[-1]
     return jnp.where(converged, status, DerivativeStatus.NOT_CONVERGED)
 
 
+@renamed_keywords(objective="score")
 def value_at_maximum(
-    objective: Callable[[Array, Any], Array], r: Float[Array, " n"], data: Any, *, converged: ArrayLike = True
+    score: Callable[[Array, Any], Array], r: Float[Array, " n"], data: Any, *, converged: ArrayLike = True
 ) -> Array:
-    """`objective(r, data)` at a maximizer r, differentiated by the envelope theorem: d value = the partial
+    """`score(r, data)` at a maximizer r, differentiated by the envelope theorem: d value = the partial
     derivative in `data` at r (r's own change does not count to first order at a KKT point, so this exists even
     where r's derivative does not). NaN derivatives when `converged` is False."""
-    closed, r, data_all, converged, *_ = _prepare_mixture(objective, r, data, converged, 0.0, 1.0)
+    closed, r, data_all, converged, *_ = _prepare_mixture(score, r, data, converged, 0.0, 1.0)
     return _envelope(closed, r, data_all, converged)
 
 
