@@ -37,6 +37,7 @@ from .fitting._calibrate import calibrate_decision as calibrate_decision
 from .fitting._calibrate import replicate_noise as replicate_noise
 from .fitting._calibrate import replicate_weights as replicate_weights
 from .fitting._fit import FitResult as FitResult
+from .fitting._fit import FitWarning as FitWarning
 from .fitting._fit import data_template as data_template
 from .fitting._fit import fit as fit
 from .fitting._fit import fit_arrays as fit_arrays
@@ -122,6 +123,7 @@ __all__ = [
     "influence",
     "Influence",
     "FitResult",
+    "FitWarning",
     "FitOptions",
     "Status",
     "objective",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import time
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -32,19 +33,38 @@ WEIGHTS = "balanced"  # the named benchmark weights (`BENCHMARK_WEIGHTS`) of the
 
 
 class _Stages:
-    """Prints one line per stage, with the seconds it took, as each stage ends."""
+    """Prints one line per stage, with the seconds it took, as each stage ends; the fits' warnings of the stage
+    (`FitWarning`s, caught by `run_demo`) are counted into its line instead of printed one by one."""
 
-    def __init__(self) -> None:
+    def __init__(self, caught: list | None = None) -> None:
         self.start = self.last = time.perf_counter()
         self.cpu_last = time.process_time()
         self.times: dict[str, float] = {}
         self.cpu: dict[str, float] = {}  # CPU seconds of every thread (the machine may be shared)
+        self.caught = [] if caught is None else caught
+        self.seen = 0
+        self.unconverged: dict[str, tuple[int, int]] = {}  # stage -> (targets unconverged, of targets) over refits
 
     def done(self, name: str, text: str) -> None:
         now, cpu = time.perf_counter(), time.process_time()
         self.times[name], self.cpu[name] = now - self.last, cpu - self.cpu_last
         self.last, self.cpu_last = now, cpu
-        print(f"  {self.times[name]:5.1f} s  {name:<15s} {text}", flush=True)
+        print(f"  {self.times[name]:5.1f} s  {name:<15s} {text}{self._warnings(name)}", flush=True)
+
+    def _warnings(self, name: str) -> str:
+        """The stage's caught warnings: fits' convergence summed into one clause, any other warning on a line."""
+        from camel_jax.fitting._fit import FitWarning
+
+        new, self.seen = self.caught[self.seen :], len(self.caught)
+        fits = [w.message for w in new if isinstance(w.message, FitWarning)]
+        others = [f"\n{'':24s}warning: {w.message}" for w in new if not isinstance(w.message, FitWarning)]
+        late = sum(f.unconverged for f in fits)
+        if not late:
+            return "".join(others)
+        total = sum(f.targets for f in fits if f.unconverged)
+        self.unconverged[name] = (late, total)
+        return (f";\n{'':24s}fits that warned: the best start of {late} of {total} targets (point fit and resampled "
+                "refits) stopped before converging (`FitWarning`: their values are not optima)" + "".join(others))
 
 
 @dataclasses.dataclass
@@ -78,9 +98,18 @@ def run_demo(seed: int = 0, out: str = "camel-demo", quick: bool = False) -> dic
     """Run the demo, print the report, write the runs, figures and a summary to `out`; returns the key numbers,
     the figures and the fits (for tests)."""
     jax.config.update("jax_enable_x64", True)
+    from camel_jax.fitting._fit import FitWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        # warnings that would show are recorded and reported by the stage during which they arrived (the real-data
+        # thread's too); every FitWarning is kept, not once per line of code, so that the stage counts them all
+        warnings.simplefilter("always", FitWarning)
+        return _run(_Stages(caught), seed, out, quick)
+
+
+def _run(stages: _Stages, seed: int, out: str, quick: bool) -> dict[str, Any]:
     from camel_jax import plot
 
-    stages = _Stages()
     key = jax.random.key(seed)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -99,7 +128,7 @@ def run_demo(seed: int = 0, out: str = "camel-demo", quick: bool = False) -> dic
     numbers["commands"] = _next_steps(out_dir, setup)
     print(f"\ndone in {time.perf_counter() - stages.start:.0f} s; figures, runs and summary in {out_dir}/")
     numbers |= {"figures": figures, "fitted": fitted, "fits": fits, "setup": setup, "stages": stages.times,
-                "stages_cpu": stages.cpu}
+                "stages_cpu": stages.cpu, "unconverged": stages.unconverged}
     return numbers
 
 

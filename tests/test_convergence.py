@@ -118,6 +118,15 @@ def test_an_unconverged_fit_warns_and_throw_raises(design):
         warnings.simplefilter("always")
         result = cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=4, options=short)
     assert any("did not converge" in str(w.message) and "max_steps" in str(w.message) for w in caught)
+    # a FitWarning, which counts the unconverged targets (one here) for callers that summarize many fits
+    fit_warnings = [w.message for w in caught if isinstance(w.message, cj.FitWarning)]
+    assert fit_warnings and (fit_warnings[0].unconverged, fit_warnings[0].targets) == (1, 1)
+    Y = np.stack([y, 1.01 * y, 0.99 * y])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cj.fit(law, (r, M), Y, key=jax.random.key(1), restarts=4, options=short)
+    counted = [(w.message.unconverged, w.message.targets) for w in caught if isinstance(w.message, cj.FitWarning)]
+    assert counted[0] == (3, 3), counted
     assert result.problems() and "did not converge" in result.summary(identify=False)["problems"][0]
     with pytest.raises(RuntimeError, match="did not converge"):
         cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=4, options=short, throw=True)

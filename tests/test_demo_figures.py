@@ -180,3 +180,40 @@ def test_readme_quotes_the_demos_summary(demo_quick):
     assert summary_shape(excerpt) == summary_shape(summary)
     available = [line for line in summary.splitlines() if line.startswith("- available")]
     assert available and available[0] in excerpt  # the truth does not depend on the fits: the same number
+
+
+def test_a_stage_counts_its_fits_warnings_into_its_line(capsys):
+    """The demo's console reads top to bottom: a stage's `FitWarning`s are summed into its line (how many targets'
+    best starts did not converge, of how many), other warnings get a line each, and each warning is reported once."""
+    import warnings
+
+    from camel_jax._demo import _Stages
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stages = _Stages(caught)
+        warnings.warn(cj.FitWarning("the best start of 2 of 5 targets did not converge", 2, 5))
+        warnings.warn(cj.FitWarning("the best fit explains none of the variance", 0, 5))
+        warnings.warn(cj.FitWarning("the best start of 3 of 140 targets did not converge", 3, 140))
+        warnings.warn("fitting 31 free parameters on 12 points")
+        stages.done("mixture laws", "fitted")
+        stages.done("decision", "picked")
+    lines = capsys.readouterr().out.splitlines()
+    assert stages.unconverged == {"mixture laws": (5, 145)}  # the R^2 warning counts no unconverged target
+    fitted = next(i for i, line in enumerate(lines) if "mixture laws" in line)
+    assert "the best start of 5 of 145 targets" in lines[fitted + 1]
+    assert "warning: fitting 31 free parameters" in lines[fitted + 2]
+    picked = [line for line in lines if "decision" in line]
+    assert len(picked) == 1 and picked[0].rstrip().endswith("picked")  # nothing left over for the next stage
+
+
+def test_the_demo_reports_its_unconverged_fits(demo_quick):
+    """No unconverged fit goes unreported: the point fit's unconverged proxy losses are among the mixture stage's
+    count (which also holds the resampled refits')."""
+    _, numbers = demo_quick
+    best = np.atleast_1d(np.asarray(numbers["fitted"].loss_fit.best_status))
+    late_point = int(np.sum(~np.isin(best, [cj.Status.CONVERGED, cj.Status.STALLED])))
+    late, total = numbers["unconverged"].get("mixture laws", (0, 0))
+    assert late >= late_point and total >= (best.size if late_point else 0)
+    for stage, (n, of) in numbers["unconverged"].items():
+        assert 0 < n <= of, (stage, n, of)

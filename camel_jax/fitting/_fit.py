@@ -90,6 +90,19 @@ def evaluate(law: Any, inputs: tuple[Array, ...], batched: bool = False) -> Arra
     return law(*inputs)
 
 
+class FitWarning(UserWarning):
+    """Warned by `fit` when its answer is unreliable: one warning per sentence of `FitResult.problems()`.
+
+    A `UserWarning`, so it shows by default; filter it by category (`warnings.simplefilter("error", FitWarning)`
+    makes every unreliable fit raise, as `fit(..., throw=True)` does). **Fields**: `unconverged`, how many targets'
+    best starts did not meet their stopping rule (0 for a warning about R^2), of `targets` fitted.
+    """
+
+    def __init__(self, message: str, unconverged: int = 0, targets: int = 1) -> None:
+        super().__init__(message)
+        self.unconverged, self.targets = int(unconverged), int(targets)
+
+
 class FitResult(eqx.Module):
     """Result of `fit`.
 
@@ -666,8 +679,12 @@ def fit(
     result = fit_compiled(law, arrays, Y, W, inits, options)
     result = dataclasses.replace(result, names=names) if names is not None else result
     problems = result.problems()
+    best = np.atleast_1d(np.asarray(result.best_status))
+    unconverged = int(np.sum(~np.isin(best, [Status.CONVERGED, Status.STALLED])))
     for problem in problems:
-        warnings.warn(problem, stacklevel=2)
+        # problems() lists the unconverged targets first, when there are any
+        counted = unconverged if problem is problems[0] else 0
+        warnings.warn(FitWarning(problem, counted, best.size), stacklevel=2)
     n_starts = np.asarray(result.objectives).shape[-1]
     if throw and bool(np.any(np.asarray(result.n_failed) == n_starts)):
         raise RuntimeError(
