@@ -26,12 +26,9 @@ def pytest_configure(config):
     worker = config.workerinput["workerid"] if hasattr(config, "workerinput") else "main"
     TEST_CACHE = Path(tempfile.mkdtemp(prefix=f"camel-jax-tests-{worker}-"))
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(TEST_CACHE)  # notebook kernels and subprocesses inherit it
-    # every program, even one that compiles in milliseconds: a notebook kernel or a later module would otherwise
-    # compile again the hundreds of small programs (laws evaluated eagerly) every earlier one compiled (measured:
-    # notebook 03 after notebook 01 in one folder 46.4 -> 39.9 s, the pair 86.6 -> 76.7 s; threshold 0.2 -> 0)
-    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
     jax.config.update("jax_compilation_cache_dir", str(TEST_CACHE))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 def pytest_unconfigure(config):
