@@ -11,7 +11,7 @@ from helpers import known_tied_camel
 import camel_jax as cj
 from camel_jax.solver import _lbfgs as lbfgs
 from camel_jax.solver import _newton as newton
-from camel_jax.solver._lanes import COMPACT_ABOVE, lane_width, run_lanes
+from camel_jax.solver._lanes import COMPACT_ABOVE, POLISH_LANES_MIN, lane_width, polish_width, run_lanes
 
 
 def _rosenbrock(scale):
@@ -76,6 +76,29 @@ def test_lane_width_is_all_lanes_when_few_and_bounded_by_memory():
         assert many == 4000
     with pytest.raises(ValueError, match="lanes"):
         cj.FitOptions(lanes=0)
+
+
+def test_the_polish_gathers_the_few_lanes_still_running_on_a_cpu():
+    assert polish_width(32, 32, requested=32) == 32 and polish_width(32, 5, requested=5) == 5
+    if jax.default_backend() == "cpu":
+        assert polish_width(32, 32) == POLISH_LANES_MIN and polish_width(4000, 1000) == 500
+        assert polish_width(32, 4) == 4  # never more than the memory allows
+    else:
+        assert polish_width(32, 32) == 32
+
+
+def test_a_fit_polished_in_narrow_rounds_is_the_fit_polished_side_by_side(problem):
+    """The polish's width changes which lanes share a program, not a lane's iterates: every start ends at the same
+    point (to rounding) with the same step count, whether 4 or all 16 lanes are polished at once."""
+    law, inputs, y, _ = problem
+    options = cj.FitOptions(max_steps=60, polish=300)  # L-BFGS stops early, so that the polish does the work
+    kwargs = dict(key=jax.random.key(1), restarts=16)
+    narrow = cj.fit(law, inputs, y, options=options, **kwargs)  # CPU: 8 lanes per round; accelerators: all
+    wide = cj.fit(law, inputs, y, options=options.replace(lanes=16), **kwargs)
+    np.testing.assert_array_equal(np.asarray(narrow.status), np.asarray(wide.status))
+    np.testing.assert_array_equal(np.asarray(narrow.n_steps), np.asarray(wide.n_steps))
+    np.testing.assert_allclose(np.asarray(narrow.objectives), np.asarray(wide.objectives), rtol=1e-10)
+    assert np.mean(np.asarray(narrow.converged)) >= 0.9
 
 
 @pytest.fixture(scope="module")

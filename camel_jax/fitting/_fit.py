@@ -34,7 +34,7 @@ from ..solver._checks import (
     warn_design,
 )
 from ..solver._implicit import implicit_solution
-from ..solver._lanes import lane_width, run_lanes
+from ..solver._lanes import lane_width, polish_width, run_lanes
 from ..solver._lbfgs import Solution
 from ..solver._options import FitOptions, Status
 from ..solver._residuals import residuals
@@ -362,7 +362,8 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, opt
     solution = _in_lanes(lbfgs, loss, flat.reshape(T * R, d), data, width, ROUND_STEPS, options.max_steps,
                          handoff=options.handoff_tolerance(flat.dtype))  # fmt: skip
     if options.polish > 0:
-        solution = _finish(loss, solution, data, options.polish, Y.shape[-1], width)
+        newton_width = polish_width(T * R, width, options.lanes)
+        solution = _finish(loss, solution, data, options.polish, Y.shape[-1], newton_width)
     solution = jax.tree.map(lambda leaf: leaf.reshape((T, R) + leaf.shape[1:]), solution)
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
     best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf), axis=-1)

@@ -35,6 +35,21 @@ def lane_width(n_lanes: int, side_by_side: int, requested: int | None = None) ->
     return max(1, min(width, side_by_side))
 
 
+# Newton lanes advanced at once on a CPU, at least: a Newton step costs a Hessian per lane, so its rounds gather the
+# few lanes still polishing instead of carrying every finished lane along.
+POLISH_LANES_MIN = 8
+
+
+def polish_width(n_lanes: int, width: int, requested: int | None = None) -> int:
+    """How many of `n_lanes` lanes the Newton polish advances at once: `width` (the L-BFGS lanes' width,
+    `lane_width`) on an accelerator or when `requested`; on a CPU an eighth of the lanes (at least
+    `POLISH_LANES_MIN`, at most `width`). Most lanes need a few Newton steps or none; a lane that needs hundreds
+    (a saddle, a slow valley) then costs its own Hessians, not every lane's."""
+    if requested is not None or jax.default_backend() != "cpu":
+        return width
+    return max(1, min(width, max(POLISH_LANES_MIN, n_lanes // 8)))
+
+
 def run_lanes(
     advance: Callable[[Any, Any], Any],
     carry: Any,
