@@ -205,8 +205,8 @@ def _convergence(result: Any, what: str) -> str:
         why.append(f"{capped} stopped at the step cap still improving")
     if nonfinite:
         why.append(f"{nonfinite} went non-finite and were dropped")
-    best = np.atleast_1d(result.best_status)
-    best_ok = int(np.sum((best == Status.CONVERGED) | (best == Status.STALLED)))
+    best, late = result._unconverged()
+    best_ok = best.size - late.size
     return (f"{finished}/{n} starts converged ({'; '.join(why)}); the best start of {best_ok}/{best.size} {what} "
             "converged")  # fmt: skip
 

@@ -188,12 +188,17 @@ class FitResult(eqx.Module):
         T = np.arange(order.shape[0])[:, None]
         return jax.tree.map(lambda leaf: leaf[T, order], self.laws)
 
+    def _unconverged(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the best start's status of every target [T] (one for a single target), the indices of the targets whose
+        best start did not meet its stopping rule)."""
+        best = np.atleast_1d(np.asarray(self.best_status))
+        return best, np.flatnonzero(~np.isin(best, [Status.CONVERGED, Status.STALLED]))
+
     def problems(self) -> list[str]:
         """What makes this fit's answer unreliable, one sentence each with its cause and fix ([] when the best start
         of every target met its stopping rule and explains the targets' variance)."""
         out = []
-        best = np.atleast_1d(self.best_status)
-        unconverged = np.flatnonzero(~np.isin(best, [Status.CONVERGED, Status.STALLED]))
+        best, unconverged = self._unconverged()
         if unconverged.size:
             which = (
                 "the best start"
@@ -680,11 +685,10 @@ def fit(
     result = fit_compiled(law, arrays, Y, W, inits, options)
     result = dataclasses.replace(result, names=names) if names is not None else result
     problems = result.problems()
-    best = np.atleast_1d(np.asarray(result.best_status))
-    unconverged = int(np.sum(~np.isin(best, [Status.CONVERGED, Status.STALLED])))
+    best, unconverged = result._unconverged()
     for problem in problems:
         # problems() lists the unconverged targets first, when there are any
-        counted = unconverged if problem is problems[0] else 0
+        counted = unconverged.size if problem is problems[0] else 0
         warnings.warn(FitWarning(problem, counted, best.size), stacklevel=2)
     n_starts = np.asarray(result.objectives).shape[-1]
     if throw and bool(np.any(np.asarray(result.n_failed) == n_starts)):
