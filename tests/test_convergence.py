@@ -139,6 +139,12 @@ def test_the_log_law_limit_is_reached_not_approached(design, point):
     finite = point.law.log_limit_params()
     assert all(bool(np.all(np.isfinite(np.asarray(v)))) for v in finite.values())
     assert float(np.min(np.asarray(point.law.beta))) < 1e-6  # at the limit itself
+    # which terms are there, and what the data determine in the finite coordinates (the paper's C is infinite)
+    terms = np.asarray(point.law.log_limit_terms())
+    np.testing.assert_array_equal(terms, np.asarray(point.law.beta) < 1e-8)
+    assert terms.any() and "C" in point.identifiability().not_identified
+    finite = point.identifiability(coordinates=cj.CAMEL.log_limit_params)
+    assert "C1" in finite.names and "C1" not in finite.not_identified and finite.sd[finite.names.index("C1")] < 0.05
 
 
 def test_a_sharpening_term_stops_at_the_bound_on_beta():
@@ -230,11 +236,14 @@ def _problem(name):
     if name == "Chinchilla (Epoch)":
         df = shared_data.epoch_chinchilla()
         return cj.Chinchilla.sample_init(key), (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
-    if name == "SODMAdditive (dmsl c4)":
+    if name.endswith("(dmsl c4)"):
         df, mixture, _ = shared_data.dmsl_runs()
         longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
         train = longest[(longest["size"] < 2e9) & np.isfinite(longest["c4_loss"])]
-        law = cj.SODMAdditive.sample_init(key, n_datasets=len(mixture), tokens=False)
+        if name.startswith("SODMAdditive"):
+            law = cj.SODMAdditive.sample_init(key, n_datasets=len(mixture), tokens=False)
+        else:
+            law = cj.CAMEL.sample_init(key, n_datasets=len(mixture), n_domains=3, tied=True)
         return law, (train[mixture].to_numpy(), train["size"].to_numpy()), train["c4_loss"].to_numpy()
     r, M, y = _design_arrays()
     if name == "DML k=1 (design at M=10)":
@@ -247,16 +256,34 @@ def _problem(name):
     return laws[name](), (r, M), y
 
 
-def _converged_share(name):
+def _default_fit(name):
     law, inputs, y = _problem(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = cj.fit(law, inputs, y, key=jax.random.key(1), restarts=32)
-    return float(np.mean(np.isin(np.asarray(result.status), [cj.Status.CONVERGED, cj.Status.STALLED])))
+        return cj.fit(law, inputs, y, key=jax.random.key(1), restarts=32)
+
+
+def _converged_share(name):
+    return float(np.mean(np.isin(np.asarray(_default_fit(name).status), [cj.Status.CONVERGED, cj.Status.STALLED])))
 
 
 def test_default_starts_converge_on_epochs_chinchilla():
     assert _converged_share("Chinchilla (Epoch)") >= 0.9
+
+
+@pytest.mark.slow
+def test_the_default_law_converges_and_reproduces_on_a_real_mixture_table():
+    """The issue's first measurement: tied CAMEL k=3 on dmsl's c4 loss (220 runs, 122M-1.2B) converged in 0 of 32
+    starts with C = -16. Now (measured: 32 of 32) every start meets its stopping rule, the best start is
+    converged and a warm refit on the same data reproduces its parameters."""
+    result = _default_fit("CAMEL tied k=3 (dmsl c4)")
+    status = np.asarray(result.status)
+    assert np.mean(np.isin(status, [cj.Status.CONVERGED, cj.Status.STALLED])) >= 0.9, np.bincount(status)
+    assert cj.Status(int(result.best_status)) == cj.Status.CONVERGED and result.problems() == []
+    warm = jax.tree.map(lambda leaf: leaf[None], result.law)
+    again = cj.fit(result.law, result.inputs, result.y, key=jax.random.key(5), inits=warm)
+    for name, value in result.law.params().items():
+        np.testing.assert_allclose(again.law.params()[name], value, rtol=1e-5, err_msg=name)
 
 
 # Measured, not yet at 90% (see benchmarks/study_convergence.py): strict, so that a fix is noticed

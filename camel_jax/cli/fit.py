@@ -171,6 +171,7 @@ def run(args: argparse.Namespace) -> None:
         print("interrupted during the bootstrap: writing the fit without intervals", file=sys.stderr)
         boot = None
     fig = _fit_figure(table, result, boot, out["law"], args.target)
+    _log_limit(result, boot, out)
     _write_outputs(
         {
             Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
@@ -269,6 +270,37 @@ def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: st
     return plot.loss_vs_size(with_groups, _token_path(result.law, data), bootstrap=None)
 
 
+def _log_limit(result: Any, boot: Any, out: dict[str, Any]) -> None:
+    """For a CAMEL fit with terms in the log-law limit (beta_i = 0 to working precision), where the paper's C and
+    K_i are infinite and their printed values are where the coordinates stopped: the law's finite coordinates
+    (`log_limit_params`), with their bootstrap intervals and what the data leave free, into `out["log_limit"]`."""
+    law = result.law
+    if not hasattr(law, "log_limit_terms") or result.n_targets is not None:
+        return
+    terms = np.asarray(law.log_limit_terms())
+    if not terms.any():
+        return
+    coordinates = type(law).log_limit_params
+    finite = {k: np.asarray(v) for k, v in law.log_limit_params().items()}
+    finite["kappa"] = np.where(terms, 0.0, finite["kappa"])  # 1 / K_i: zero at the limit (a boundary, not a guess)
+    at_boundary = {f"kappa[{i}]" for i in np.flatnonzero(terms)}
+    free = [name for name in result.identifiability(coordinates=coordinates).not_identified if name not in at_boundary]
+    limit: dict[str, Any] = {
+        "terms": np.flatnonzero(terms).tolist(),
+        "params": {k: v.tolist() for k, v in finite.items()},
+        "not_identified": free,
+    }
+    if boot is not None:
+        limit["intervals_95"] = {
+            k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()]
+            for k, (lo, hi) in boot.interval(0.95, coordinates=coordinates).items()
+            if k != "reference_size"
+        }
+        outside = _outside({k: v for k, v in limit["params"].items() if k != "reference_size"}, limit["intervals_95"])
+        limit["outside_interval"] = [name for name in outside if name not in at_boundary]
+    out["log_limit"] = limit
+
+
 def _print_fit(out: dict[str, Any], boot: Any) -> None:
     s = out["summary"]
     print(
@@ -300,23 +332,50 @@ def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
 
 
 def _print_params(out: dict[str, Any]) -> None:
-    """Each parameter with its 95% interval; elements the data do not determine are said to be so."""
+    """Each parameter with its 95% interval; elements the data do not determine are said to be so. Terms in the
+    log-law limit are printed as such (K infinite, C minus infinite), followed by the finite coordinates."""
+    limit = out.get("log_limit")
+    params, intervals, free = out["params"], out.get("intervals_95", {}), set(out["summary"]["not_identified"])
+    if limit is not None:
+        terms = limit["terms"]
+        print(
+            f"  terms {terms} are in the law's log-law limit (beta_i = 0 to working precision): each is "
+            "-[b_i log(M / M0) + a_i log <t_i, r>], a form in which the paper's K_i are infinite and C minus "
+            "infinite; printed as such below, with the law's finite coordinates (L = C1 + the terms) after them"
+        )
+        params = dict(params)
+        at_limit = np.isin(np.arange(len(params["K"])), terms)
+        params["K"] = np.where(at_limit, np.inf, params["K"])
+        params["beta"] = np.where(at_limit, 0.0, params["beta"])
+        params["alpha"] = np.where(at_limit, 0.0, params["alpha"])
+        params["C"] = -np.inf
+        infinite = {"C", *(f"{n}[{i}]" for n in ("K", "alpha", "beta") for i in terms)}
+        intervals = {k: v for k, v in intervals.items() if k not in ("C", "K", "alpha", "beta")}
+        free -= infinite
+    _print_block(params, intervals, free)
+    if limit is not None:
+        print(f"  finite coordinates (reference size M0 = {limit['params']['reference_size']:.4g}):")
+        finite = {k: v for k, v in limit["params"].items() if k != "reference_size"}
+        _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]))
+    outside = out.get("outside_interval", []) if limit is None else limit.get("outside_interval", [])
+    if outside:
+        print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
+
+
+def _print_block(params: dict[str, Any], intervals: dict[str, Any], free: set[str]) -> None:
+    """One line per parameter: its value, its 95% interval when there is one, the elements the data leave free."""
     from ..fitting._identify import element_names
 
     def show(value):
         return np.array2string(np.asarray(value), precision=4, separator=", ")
 
-    free = set(out["summary"]["not_identified"])
-    for name, value in out["params"].items():
-        interval = out.get("intervals_95", {}).get(name)
+    for name, value in params.items():
+        interval = intervals.get(name)
         text = show(value) + (f"  95% [{show(interval[0])}, {show(interval[1])}]" if interval is not None else "")
         loose = [n for n in element_names(name, value) if n in free]
         if loose:
             text += f"  (not identified by these data: {', '.join(loose)})"
         print(f"  {name}: {text}")
-    outside = out.get("outside_interval", [])
-    if outside:
-        print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
 
 
 def _token_path(law: Any, data: Any):

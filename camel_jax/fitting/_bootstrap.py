@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
@@ -18,6 +18,7 @@ from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
 from ..solver._options import FitOptions, Status
 from ._fit import data_template, random_starts, resolve_options, solve_targets, start_bytes, starts_side_by_side
+from ._identify import paper_params
 from ._resample import resample_weights
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
@@ -87,17 +88,21 @@ class BootstrapResult(eqx.Module):
             out["status_counts"] = {s.label: int(np.sum(codes == s)) for s in Status if np.any(codes == s)}
         return out
 
-    def params(self) -> dict[str, Array]:
-        """Constrained parameters, each with a leading resample axis [B, ...]."""
-        return jax.vmap(lambda law: law.params())(self.laws)
+    def params(self, coordinates: Callable[[Any], dict[str, Any]] = paper_params) -> dict[str, Array]:
+        """Constrained parameters, each with a leading resample axis [B, ...]; `coordinates`: which (a function of
+        the law, default its `params()`; e.g. `cj.CAMEL.log_limit_params`)."""
+        return jax.vmap(coordinates)(self.laws)
 
-    def interval(self, level: float = 0.95) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Percentile intervals of every parameter: {name: (low, high)} (non-finite resamples dropped)."""
+    def interval(
+        self, level: float = 0.95, coordinates: Callable[[Any], dict[str, Any]] = paper_params
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Percentile intervals of every parameter: {name: (low, high)} (non-finite resamples dropped), of the
+        law's `params()` or of the given `coordinates` (as `params`)."""
         _check_level(level)
         q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
         ok = np.isfinite(np.asarray(self.objectives))
         out = {}
-        for name, v in self.params().items():
+        for name, v in self.params(coordinates).items():
             low, high = np.percentile(np.asarray(v)[ok], q, axis=0)
             out[name] = (low, high)
         return out

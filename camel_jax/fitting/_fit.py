@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -38,7 +38,7 @@ from ..solver._lanes import lane_width, polish_width, run_lanes
 from ..solver._lbfgs import Solution
 from ..solver._options import FitOptions, Status
 from ..solver._residuals import residuals
-from ._identify import Identifiability, identifiability
+from ._identify import Identifiability, identifiability, paper_params
 
 
 def huber(residual: Array, delta: float) -> Array:
@@ -152,22 +152,19 @@ class FitResult(eqx.Module):
         arrays = tuple(jnp.asarray(x) for x in inputs)
         return evaluate(self.law, arrays, self.n_targets is not None)
 
-    def identifiability(self, max_sd: float = 1.0) -> Identifiability | list[Identifiability]:
+    def identifiability(
+        self, max_sd: float = 1.0, coordinates: Callable[[Any], dict[str, Any]] = paper_params
+    ) -> Identifiability | list[Identifiability]:
         """Which parameters of the best law the data determine (see `camel_jax.fitting._identify`): the standard
-        deviation of each, and the names of those above `max_sd`. A list, one per target, for a [T, P] fit."""
+        deviation of each, and the names of those above `max_sd`. A list, one per target, for a [T, P] fit.
+        `coordinates`: the parameters reported, a function of the law (default its `params()`; for CAMEL in the
+        log-law limit, `cj.CAMEL.log_limit_params`)."""
+        common: dict[str, Any] = dict(log_residuals=self.log_residuals, max_sd=max_sd, coordinates=coordinates)
         if self.n_targets is None:
-            return identifiability(
-                self.law, self.inputs, self.y, self.weights, log_residuals=self.log_residuals, max_sd=max_sd
-            )
+            return identifiability(self.law, self.inputs, self.y, self.weights, **common)
         return [
-            identifiability(
-                jax.tree.map(lambda leaf: leaf[t], self.law),
-                self.inputs,
-                self.y[t],
-                self.weights[t],
-                log_residuals=self.log_residuals,
-                max_sd=max_sd,
-            )
+            identifiability(jax.tree.map(lambda leaf: leaf[t], self.law), self.inputs, self.y[t], self.weights[t],
+                            **common)  # fmt: skip
             for t in range(self.n_targets)
         ]
 

@@ -20,6 +20,7 @@ e, a real one by more than one unit of loss.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -57,11 +58,16 @@ def element_names(name: str, value: Any) -> list[str]:
     return [name] if shape == () else [f"{name}[{', '.join(map(str, i))}]" for i in np.ndindex(*shape)]
 
 
+def paper_params(law: Any) -> dict[str, Any]:
+    """The parameters `identifiability` reports by default: the law's own `params()`."""
+    return law.params()
+
+
 @eqx.filter_jit
-def _derivatives(law, inputs, y, weights, log_residuals: bool, positive: tuple[bool, ...]):
+def _derivatives(law, inputs, y, weights, log_residuals: bool, positive: tuple[bool, ...], coordinates=paper_params):
     """The residuals' Jacobian [P, d], the natural parameters' Jacobian [m, d] (logs of the positive ones) in
     the unconstrained coordinates, and the residuals [P] (zero where the weight is zero). Compiled once per
-    law structure."""
+    law structure (and `coordinates`, a module-level function)."""
     params, static = eqx.partition(law, eqx.is_array)
     x, unravel = ravel_pytree(params)
     used = jnp.asarray(weights) > 0
@@ -71,7 +77,7 @@ def _derivatives(law, inputs, y, weights, log_residuals: bool, positive: tuple[b
         return jnp.where(used, residuals(eqx.combine(unravel(z), static)(*inputs), y_safe, log_residuals), 0.0)
 
     def natural(z):
-        values = eqx.combine(unravel(z), static).params().values()
+        values = coordinates(eqx.combine(unravel(z), static)).values()
         return jnp.concatenate([jnp.ravel(jnp.log(v) if p else v) for p, v in zip(positive, values)])
 
     return jax.jacfwd(r)(x), jax.jacfwd(natural)(x), r(x)
@@ -85,16 +91,23 @@ def identifiability(
     *,
     log_residuals: bool = True,
     max_sd: float = 1.0,
+    coordinates: Callable[[Any], dict[str, Any]] = paper_params,
 ) -> Identifiability:
     """The standard deviation of every parameter of one (unbatched) fitted law, and which the data leave free.
 
-    **Arguments**: the law, the fitted data (`inputs`, `y` [P], `weights` [P]), how residuals were measured, and
-    `max_sd`, the threshold above which a parameter is reported as not identified."""
+    **Arguments**: the law, the fitted data (`inputs`, `y` [P], `weights` [P]), how residuals were measured,
+    `max_sd`, the threshold above which a parameter is reported as not identified, and `coordinates`, the
+    parameters reported: a function of the law to a dict of arrays (default its `params()`; e.g.
+    `CAMEL.log_limit_params` for a fit in the log-law limit, where the paper's C and K are infinite).
+
+    **Returns**: an `Identifiability` over the elements of `coordinates(law)`."""
     if not (isinstance(max_sd, (int, float)) and np.isfinite(max_sd) and max_sd > 0):
         raise ValueError(f"`max_sd` must be a finite number > 0; got {max_sd!r}")
-    fitted = law.params()
+    fitted = coordinates(law)
     positive = tuple(bool(np.all(np.asarray(v) > 0)) for v in fitted.values())
-    derivatives = _derivatives(law, tuple(inputs), jnp.asarray(y), jnp.asarray(weights), log_residuals, positive)
+    derivatives = _derivatives(
+        law, tuple(inputs), jnp.asarray(y), jnp.asarray(weights), log_residuals, positive, coordinates
+    )
     eps = float(np.finfo(derivatives[0].dtype).eps)  # the fit's working precision
     jacobian, to_params, res = (np.asarray(a, dtype=float) for a in derivatives)
     wn = np.asarray(weights, dtype=float)

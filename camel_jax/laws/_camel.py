@@ -24,6 +24,9 @@ from ._base import (
     simplex_roots,
 )
 
+# beta below this: the term is its log law to ~1e-8 relative (`CAMEL.log_limit_terms`)
+LOG_LIMIT_BETA = 1e-8
+
 
 def tied_alpha(beta: Array, capacity_exponent: float) -> Array:
     """The tied mixture exponent: alpha_i = a_i / (1 + a_i) with a_i = beta_i / c (Theorem 1's proof)."""
@@ -220,6 +223,12 @@ class CAMEL(AbstractLaw):
             "beta": beta,
             "C": self.loss_scale * (self.C1 - jnp.sum(K, axis=-1)),
         }
+
+    def log_limit_terms(self) -> Array:
+        """Which terms sit in the log-law limit, [k] booleans: beta_i below 1e-8, where the term equals its log
+        law -w_i to about 1e-8 relative (for |beta_i log m| of order 1) and the paper's K_i (infinite) and C (minus
+        infinite) are where the coordinates happened to stop, not estimates: report `log_limit_params` there."""
+        return self.beta < LOG_LIMIT_BETA
 
     def log_limit_params(self) -> dict[str, Array]:
         """The finite coordinates, in the user's units of loss: b_i = K_i beta_i and a_i = K_i alpha_i (the
