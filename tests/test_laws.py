@@ -185,7 +185,8 @@ def test_well_posed_limits_are_regular_points():
     in size (alpha = 0: SODMAdditive's E1 - b log(N / s_N)), a log law in the mixture (SODM's kappa = 0:
     -sum_j p_j c_j log r_j), and DML's linear limit (kappa = 0: C1 + a . H^T (r - c))."""
     case = make_case("SODMAdditive_notokens")
-    law, inputs = case.law, jnp_inputs(case.inputs)
+    law = cj.SODMAdditive.from_params(**case.law.params(), size_scale=1e8, mixture_chart="log")
+    inputs = jnp_inputs(case.inputs)
     r, N = case.inputs
     limit = eqx.tree_at(lambda l: (l.raw_alpha, l.root_kappa), law, (jnp.zeros(()), jnp.zeros(())))
     p, c = np.asarray(law.p_roots) ** 2, np.asarray(law.root_c) ** 2
@@ -207,6 +208,48 @@ def test_well_posed_limits_are_regular_points():
         assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(grads))
     off = eqx.tree_at(lambda l: l.root_c, law, jnp.zeros(4))  # no mixture effect: the term is zero
     np.testing.assert_allclose(off(r, N) - off(r[::-1], N), 0.0, atol=1e-12)
+
+
+def test_the_linear_limit_of_the_mixture_term_is_a_regular_point():
+    """SODM's "linear" chart: as kappa -> 0 (equal C, every gamma -> 1, K -> infinity) the mixture term less n K
+    tends to n (mean(a) - sum_j a_j r_j - sum_j b_j r_j log r_j), a = H p_tilt, b = gamma_tilt, a zero weight
+    included; the limit is finite, with gradients that match finite differences there and nearby."""
+    case = make_case("SODMAdditive_notokens")
+    law, (r, N) = case.law, case.inputs
+    assert law.mixture_chart == "linear"
+    r = np.concatenate([r, [[0.5, 0.0, 0.3, 0.2]]])  # a zero weight: r^gamma = 0, r log r = 0
+    N = np.concatenate([N, [3e8]])
+    limit = eqx.tree_at(lambda l: l.root_kappa, law, jnp.zeros(()))
+    a = np.asarray(law.p_tilt) @ cj.laws._terms.helmert(4).T
+    b = np.asarray(law.gamma_tilt)
+    r_log_r = np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0)
+    z = np.log(N / 1e8)
+    size = -float(law.root_bA) ** 2 * z * cj.laws._camel.exprel(-float(law.raw_alpha) ** 2 * z)
+    expected = float(law.E1) + size + 4 * (a.mean() - r @ a - r_log_r @ b)
+    np.testing.assert_allclose(limit(jnp.asarray(r), jnp.asarray(N)), expected, rtol=1e-12)
+    near = eqx.tree_at(lambda l: l.root_kappa, law, jnp.full((), 1e-5))  # kappa = 1e-10
+    np.testing.assert_allclose(near(jnp.asarray(r), jnp.asarray(N)), expected, rtol=1e-9)
+
+    def total(leaves, at):
+        return jnp.sum(eqx.combine(leaves, at)(jnp.asarray(r), jnp.asarray(N)))
+
+    for point in (limit, near, eqx.tree_at(lambda l: l.root_kappa, law, jnp.full((), 0.3))):
+        leaves, rest = eqx.partition(point, eqx.is_array)
+        grads = jax.grad(total)(leaves, rest)
+        for get in (lambda l: l.root_kappa, lambda l: l.p_tilt, lambda l: l.gamma_tilt):
+            value = np.asarray(get(leaves), dtype=float)
+            analytic = np.atleast_1d(np.asarray(get(grads)))
+            assert np.all(np.isfinite(analytic))
+            numeric = []
+            for i in range(value.size):
+                step = np.zeros(value.size)
+                step[i] = 1e-6
+                plus = eqx.tree_at(get, leaves, jnp.asarray((value.ravel() + step).reshape(value.shape)))
+                minus = eqx.tree_at(get, leaves, jnp.asarray((value.ravel() - step).reshape(value.shape)))
+                numeric.append((float(total(plus, rest)) - float(total(minus, rest))) / 2e-6)
+            np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-7)
+    off = eqx.tree_at(lambda l: (l.p_tilt, l.gamma_tilt), law, (jnp.zeros(3), jnp.zeros(4)))  # equal C, gamma = 1
+    np.testing.assert_allclose(off(jnp.asarray(r), jnp.asarray(N)) - float(off.E1) - size, 0.0, atol=1e-12)
 
 
 def test_chinchilla_is_exact_at_large_sizes():

@@ -12,14 +12,15 @@ from jaxtyping import Array, ArrayLike, Float
 from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, safe_log, simplex_from_roots
 from ._camel import exprel
 from ._sodm_additive import (
+    mixture_constant,
     mixture_coordinates,
     mixture_params,
+    mixture_term,
     sample_mixture,
     sodm_data_scales,
     sodm_settings,
     sodm_structure,
 )
-from ._terms import inverse_power_mean_term
 
 
 def scaled_term(w: Array, kappa: Array) -> Array:
@@ -66,8 +67,10 @@ class SODMJoint(AbstractLaw):
     less its constant A it is -w exprel(-kappa_A w) with w = b_A log m - a_A log rho, b_A = A alpha,
     a_A = A gammaA and kappa_A = 1 / A, so that alpha = kappa_A b_A and gammaA = kappa_A a_A. Its log-law limit
     (kappa_A -> 0), a size term without mixture dependence (a_A = 0) and a mixture term without size dependence
-    (b_A = 0) are finite points. The data term is the same in D, and the mixture term is SODMAdditive's. The free
-    coordinates are the level E1 = E + K + A + B and square roots of the rest. Units `loss_scale`, `size_scale`
+    (b_A = 0) are finite points. The data term is the same in D, and the mixture term is SODMAdditive's, in the chart
+    `mixture_chart` picks ("linear", the default, or "log"; see `SODMAdditive`). The free coordinates are the level
+    E1 = E + K + A + B ("log"; E + n K + A + B in the "linear" chart), the mixture term's and square roots of the
+    rest. Units `loss_scale`, `size_scale`
     and `tokens_scale` are static, set from the data by `fit`; `params()` reports the paper's values.
 
     **Arguments** (`__call__`): `r` [P, n], `size` [P], and `tokens` [P] when `tokens=True`. **Returns**: [P].
@@ -76,8 +79,8 @@ class SODMJoint(AbstractLaw):
     UNITS = ("loss_scale", "size_scale", "tokens_scale")
 
     E1: Float[Array, "*batch"]
-    p_roots: Float[Array, "*batch n"]  # the mixture term (as SODMAdditive's)
-    root_c: Float[Array, "*batch n"]
+    p_roots: Float[Array, "*batch n"] | None  # the mixture term (as SODMAdditive's)
+    root_c: Float[Array, "*batch n"] | None
     root_kappa: Float[Array, "*batch"]
     pA_roots: Float[Array, "*batch n"]  # sqrt(CA_j / sum CA)
     root_aA: Float[Array, "*batch"]  # sqrt(A gammaA)
@@ -87,10 +90,13 @@ class SODMJoint(AbstractLaw):
     root_aB: Float[Array, "*batch"] | None
     root_bB: Float[Array, "*batch"] | None
     root_kappaB: Float[Array, "*batch"] | None
+    p_tilt: Float[Array, "*batch m"] | None = None  # the mixture term in the "linear" chart (as SODMAdditive's)
+    gamma_tilt: Float[Array, "*batch n"] | None = None
     tokens: bool = eqx.field(static=True, default=True)
     size_scale: float = eqx.field(static=True, default=1.0)
     tokens_scale: float = eqx.field(static=True, default=1.0)
     loss_scale: float = eqx.field(static=True, default=1.0)
+    mixture_chart: str = eqx.field(static=True, default="linear")
 
     def __call__(
         self, r: Float[Array, "P n"], size: Float[Array, " P"], *tokens: Float[Array, " P"]
@@ -99,8 +105,7 @@ class SODMJoint(AbstractLaw):
             raise TypeError(
                 f"SODMJoint(tokens={self.tokens}) takes {2 + int(self.tokens)} inputs; got {2 + len(tokens)}"
             )
-        p = simplex_from_roots(self.p_roots, axis=-1)
-        loss = self.E1 + inverse_power_mean_term(r, p, self.root_c**2, self.root_kappa**2)
+        loss = self.E1 + mixture_term(self, r)
         rho = safe_log(r @ simplex_from_roots(self.pA_roots, axis=-1))
         w = self.root_bA**2 * jnp.log(size / self.size_scale) - self.root_aA**2 * rho
         loss = loss + scaled_term(w, self.root_kappaA**2)
@@ -116,7 +121,7 @@ class SODMJoint(AbstractLaw):
         """The paper's E, C, gamma, CA, gammaA, alpha (and CB, gammaB, beta) in the user's units."""
         CA, gammaA, alpha, A = _coefficient_params(self.pA_roots, self.root_aA, self.root_bA, self.root_kappaA,
                                                    self.size_scale, self.loss_scale)  # fmt: skip
-        level = A + 1.0 / self.root_kappa**2
+        level = A + mixture_constant(self)
         out = {"CA": CA, "gammaA": gammaA, "alpha": alpha}
         if self.tokens:
             assert self.pB_roots is not None and self.root_aB is not None
@@ -143,14 +148,15 @@ class SODMJoint(AbstractLaw):
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
+        mixture_chart: str = "linear",
     ) -> SODMJoint:
         """Build from the paper's values (every coefficient and exponent > 0, E real); passing `CB`, `gammaB` and
-        `beta` selects `tokens=True`."""
+        `beta` selects `tokens=True`; `mixture_chart` the chart of the mixture term (the same function in either)."""
         token_values = (CB, gammaB, beta)
         tokens = any(v is not None for v in token_values)
         if tokens and any(v is None for v in token_values):
             raise ValueError("pass all of `CB`, `gammaB`, `beta` (tokens=True) or none (tokens=False)")
-        settings = sodm_settings(tokens, size_scale, tokens_scale, loss_scale)
+        settings = sodm_settings(tokens, size_scale, tokens_scale, loss_scale, mixture_chart)
         ndims = {"E": 0, "C": 1, "gamma": 1, "CA": 1, "gammaA": 0, "alpha": 0}
         values: dict[str, Any] = {"E": E, "C": C, "gamma": gamma, "CA": CA, "gammaA": gammaA, "alpha": alpha}
         if tokens:
@@ -161,34 +167,33 @@ class SODMJoint(AbstractLaw):
             if name != "E":
                 positive_inverse(p[name], None, name)
         s_L = settings["loss_scale"]
-        p_roots, root_c, root_kappa = mixture_coordinates(p["C"], p["gamma"], s_L)
+        mixture = mixture_coordinates(p["C"], p["gamma"], s_L, settings["mixture_chart"])
+        n = p["C"].shape[-1] if settings["mixture_chart"] == "linear" else 1
         size = _coefficient_coordinates(p["CA"], p["gammaA"], p["alpha"], settings["size_scale"], s_L)
         data = None
         if tokens:
             data = _coefficient_coordinates(p["CB"], p["gammaB"], p["beta"], settings["tokens_scale"], s_L)
-        return cls._assemble(p["E"] / s_L, (p_roots, root_c, root_kappa), size, data, settings)
+        return cls._assemble(p["E"] / s_L + n / mixture["root_kappa"] ** 2, mixture, size, data, settings)
 
     @classmethod
     def _assemble(
         cls,
         E: Array,
-        mixture: tuple[Array, Array, Array],
+        mixture: dict[str, Any],
         size: dict[str, Any],
         data: dict[str, Any] | None,
         settings: dict[str, Any],
     ) -> SODMJoint:
-        """The law from E (in loss units), the mixture term's coordinates and each term's (p, a, b, kappa): the
-        level E1 adds every term's value at the reference point (1 / kappa^2)."""
-        p_roots, root_c, root_kappa = mixture
-        level = E + 1.0 / root_kappa**2 + 1.0 / size["kappa"] ** 2
+        """The law from E plus the mixture term's constant (in loss units), the mixture term's coordinates and
+        each scaled term's (p, a, b, kappa): the level E1 adds every scaled term's value at the reference point
+        (1 / kappa^2)."""
+        level = E + 1.0 / size["kappa"] ** 2
         if data is not None:
             level = level + 1.0 / data["kappa"] ** 2
         data = data if data is not None else dict.fromkeys(("p", "a", "b", "kappa"))
         return cls(
             E1=level,
-            p_roots=p_roots,
-            root_c=root_c,
-            root_kappa=root_kappa,
+            **mixture,
             pA_roots=size["p"],
             root_aA=size["a"],
             root_bA=size["b"],
@@ -210,13 +215,16 @@ class SODMJoint(AbstractLaw):
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
+        mixture_chart: str = "linear",
     ) -> SODMJoint:
-        """A random start in the law's units: E in [0.5, 3], C in [1, 10], gamma in [0.1, 1], CA and CB in
-        [0.05, 2], gammaA and gammaB in [0.5, 1.5], alpha and beta in [0.05, 1.5]."""
+        """A random start in the law's units: CA and CB in [0.05, 2], gammaA and gammaB in [0.5, 1.5], alpha and
+        beta in [0.05, 1.5]; the mixture term as SODMAdditive's (`sample_mixture`: "log", E in [0.5, 3], C in
+        [1, 10], gamma in [0.1, 1]; "linear", E + n K in [0.5, 3], near the linear limit)."""
         n_datasets = count(n_datasets, "n_datasets")
         keys = jax.random.split(key, 4)
         E = jnp.exp(log_uniform(keys[0], (), 0.5, 3.0))
-        p_roots, root_c, root_kappa = sample_mixture(keys[1], n_datasets)
+        settings = sodm_settings(tokens, size_scale, tokens_scale, loss_scale, mixture_chart)
+        mixture, constant = sample_mixture(keys[1], n_datasets, settings["mixture_chart"])
 
         def term(k: Array) -> dict[str, Array]:
             k_C, k_g, k_e = jax.random.split(k, 3)
@@ -225,9 +233,8 @@ class SODMJoint(AbstractLaw):
             exponent = jnp.exp(log_uniform(k_e, (), 0.05, 1.5))
             return _coefficient_coordinates(CX, gammaX, exponent, 1.0, 1.0)
 
-        settings = sodm_settings(tokens, size_scale, tokens_scale, loss_scale)
         data = term(keys[3]) if tokens else None
-        return cls._assemble(E, (p_roots, root_c, root_kappa), term(keys[2]), data, settings)
+        return cls._assemble(E + constant, mixture, term(keys[2]), data, settings)
 
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
         """The units of a fit (see `AbstractLaw.with_data_scales`)."""

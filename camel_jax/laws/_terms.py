@@ -52,6 +52,32 @@ def inverse_power_mean_term(r: Array, p: Array, c: Array, kappa: Array) -> Array
     return q * exprel(kappa * q)
 
 
+def linear_limit_term(r: Array, kappa: Array, p_tilt: Array, gamma_tilt: Array) -> Array:
+    """SODM's mixture term less its constant, in the chart of its linear limit: K / sum_j p_j r_j^gamma_j - n K
+    with K = 1 / kappa, p = softmax(kappa a), a = H p_tilt (H the Helmert basis: a sums to 0) and
+    gamma_j = exp(kappa b_j), b = `gamma_tilt`; finite and regular as kappa -> 0, where it tends to the model
+    n (mean_j a_j - sum_j a_j r_j - sum_j b_j r_j log r_j), linear in r and r log r (equal p, gamma = 1, K -> oo).
+
+    On the simplex p_j r_j^gamma_j = r_j exp(kappa x_j) / Z with x_j = a_j + b_j exprel(kappa b_j) log r_j and
+    Z = sum_k exp(kappa a_k) = n (1 + kappa V), V = mean_k a_k exprel(kappa a_k); with U = sum_j r_j x_j
+    exprel(kappa x_j) the sum is (1 + kappa U) / Z (as sum_j r_j = 1), so the term is n (V - U) / (1 + kappa U).
+    Rows are renormalized to sum to 1 (the data layer does so too), which the identity needs exactly. A zero weight
+    contributes r^gamma = 0, as in `inverse_power_mean_term`.
+
+    **Arguments**: `r` [P, n] mixtures, `kappa` scalar >= 0, `p_tilt` [n-1], `gamma_tilt` [n].
+    **Returns**: [P].
+    """
+    n = r.shape[-1]
+    a = p_tilt @ jnp.asarray(helmert(n).T, dtype=p_tilt.dtype)
+    present = r > 0
+    total = jnp.sum(r, axis=-1, keepdims=True)
+    share = r / jnp.where(total > 0, total, 1.0)
+    x = a[None, :] + (gamma_tilt * exprel(kappa * gamma_tilt))[None, :] * jnp.where(present, safe_log(r), 0.0)
+    U = jnp.sum(jnp.where(present, share * x * exprel(kappa * x), 0.0), axis=-1)
+    V = jnp.mean(a * exprel(kappa * a))
+    return n * (V - U) / (1.0 + kappa * U)
+
+
 def helmert(n: int) -> np.ndarray:
     """[n, n-1] orthonormal columns orthogonal to the ones vector (the Helmert basis): coordinates of the
     directions in which a mixture can move on the simplex."""
