@@ -219,6 +219,30 @@ def test_a_format_2_file_loads_as_the_same_function(name, tmp_path):
     np.testing.assert_allclose(again.predict(*args), result.predict(*args), rtol=1e-14)
 
 
+@pytest.mark.parametrize("name", ["SODMAdditive", "SODMJoint"])
+def test_a_format_4_sodm_file_loads_in_the_log_chart_as_the_same_function(name, tmp_path):
+    """Files written before SODM's `mixture_chart` (format 4; tests/data, written once by the previous main's code,
+    a zero weight included) hold the "log" chart, then the only one: they load in it, as the same function, and
+    re-save so, while a law built today defaults to the "linear" chart."""
+    result = cj.load(DATA / f"format4_{name.lower()}_fit.npz")
+    expected = np.load(DATA / "format4_expected.npz")
+    args = (expected["r"], expected["N"], expected["D"])
+    assert type(result.law) is getattr(cj, name) and result.law.mixture_chart == "log"
+    np.testing.assert_allclose(jax.vmap(lambda law: law(*args))(result.laws), expected[name], rtol=1e-12)
+    again = cj.load(cj.save(result, tmp_path / "again.npz"))
+    assert again.law.mixture_chart == "log" and again.law.structure() == result.law.structure()
+    np.testing.assert_allclose(again.predict(*args), result.predict(*args), rtol=1e-14)
+    linear = type(result.law).from_params(**result.law.params(), size_scale=result.law.size_scale,
+                                          tokens_scale=result.law.tokens_scale, loss_scale=result.law.loss_scale)
+    assert linear.mixture_chart == "linear"  # the same function in today's default chart
+    np.testing.assert_allclose(linear(*args), result.predict(*args), rtol=1e-11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a five-step fit, only to have a file of the linear chart
+        short = cj.fit(linear, args, expected[name][0], key=jax.random.key(0), restarts=2,
+                       options=cj.FitOptions(max_steps=5, polish=0))  # fmt: skip
+    assert cj.load(cj.save(short, tmp_path / "linear.npz")).law.mixture_chart == "linear"
+
+
 # --- the other shipped laws' default problems (issue 29): converged share of 32 default starts -----------------
 
 

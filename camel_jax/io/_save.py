@@ -39,8 +39,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # 2: CAMEL's and CAMELData's well-posed coordinates (issue 29; version-1 files are converted on load,
 # laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
 # version-1 files). 3: SODMAdditive's, SODMJoint's, DML's and Chinchilla's well-posed coordinates (version-1 and -2
-# files are converted on load).
-FORMAT_VERSION = 4
+# files are converted on load). 4: CAMEL's and CAMELData's optional `beta_max`. 5: SODMAdditive's and SODMJoint's
+# `mixture_chart` (a string; earlier files hold the "log" chart, and load so).
+FORMAT_VERSION = 5
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -100,7 +101,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def _structure_value(value: Any, where: str) -> Any:
-    """A structure value from a file: a bool, a bounded int, a finite float, None or a tuple of those."""
+    """A structure value from a file: a bool, a bounded int, a finite float, a short identifier string, None or a
+    tuple of those."""
     if isinstance(value, dict) and set(value) == {"__tuple__"} and isinstance(value["__tuple__"], list):
         if len(value["__tuple__"]) > 16:
             raise ValueError(f"{where}: a tuple of {len(value['__tuple__'])} values")
@@ -114,6 +116,10 @@ def _structure_value(value: Any, where: str) -> Any:
     if isinstance(value, float):
         if not np.isfinite(value):
             raise ValueError(f"{where}: non-finite value {value}")
+        return value
+    if isinstance(value, str):  # a choice such as SODM's mixture_chart; the law's own check names the options
+        if not (len(value) <= 32 and value.isidentifier()):
+            raise ValueError(f"{where}: unexpected string {value[:40]!r}")
         return value
     raise ValueError(f"{where}: unexpected value {value!r}")
 

@@ -4,7 +4,9 @@ Format 1 stored CAMEL's free coordinates as softmax logits of the profiles, log 
 log or bounded exponents and C. Format 2 stores the well-posed coordinates of `CAMEL` (see its docstring); a
 version-1 file's CAMEL is rebuilt here with the old layout and converted by `from_params`, so old files load as the
 same function. Format 3 does the same for SODMAdditive, SODMJoint, DML and Chinchilla (their format-1 and
-format-2 layouts were the same: logs of the paper's positive parameters).
+format-2 layouts were the same: logs of the paper's positive parameters). Format 5 adds SODM's `mixture_chart`,
+whose default became "linear": the SODM laws of files up to format 4 are rebuilt in the "log" chart they were
+written in, the same coordinates.
 """
 
 from __future__ import annotations
@@ -293,6 +295,25 @@ class LegacyChinchilla(eqx.Module):
         )  # fmt: skip
 
 
+class _Format4SODMAdditive:
+    """SODMAdditive as files of formats 3 and 4 stored it: the "log" chart of the mixture term (then the only
+    one), so the skeleton is today's class in that chart and no conversion is needed."""
+
+    @classmethod
+    def sample_init(cls, key: Array, **structure: Any) -> SODMAdditive:
+        return SODMAdditive.sample_init(key, **{"mixture_chart": "log", **structure})
+
+
+class _Format4SODMJoint:
+    """SODMJoint as files of formats 3 and 4 stored it (see `_Format4SODMAdditive`)."""
+
+    @classmethod
+    def sample_init(cls, key: Array, **structure: Any) -> SODMJoint:
+        return SODMJoint.sample_init(key, **{"mixture_chart": "log", **structure})
+
+
+# The classes a format-4 file names whose default layout changed in format 5.
+FORMAT_4: dict[str, type] = {"SODMAdditive": _Format4SODMAdditive, "SODMJoint": _Format4SODMJoint}
 # The classes a format-2 file names whose layout changed in format 3.
 FORMAT_2: dict[str, type] = {
     "SODMAdditive": LegacySODMAdditive,
@@ -305,8 +326,9 @@ _LEGACY = (LegacyCAMEL, LegacyCAMELData, LegacySODMAdditive, LegacySODMJoint, Le
 
 def legacy_layouts(version: int) -> dict[str, type]:
     """The old layouts of the laws a file of `version` stores, by the name the file uses. (Format 4 adds CAMEL's
-    and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are.)"""
-    return (FORMAT_1 if version < 2 else {}) | (FORMAT_2 if version < 3 else {})
+    and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are; format 5 SODM's
+    `mixture_chart`, "log" when absent.)"""
+    return (FORMAT_4 if version < 5 else {}) | (FORMAT_1 if version < 2 else {}) | (FORMAT_2 if version < 3 else {})
 
 
 def upgrade(obj: Any) -> Any:
