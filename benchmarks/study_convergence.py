@@ -12,11 +12,15 @@
    M=12 and M=20 against the noiseless truth, converged share and the best start's status, tied k=3 and k=5;
    (b) study 1's protocol (compare_laws: n in 18..66 points, 20 repeats; --quick: 3 n, 3 repeats); (c) dmsl at
    2.718B, every domain.
+4. SODM's mixture chart (issue 29; run against each checkout for a before/after comparison): SODMAdditive and
+   SODMJoint without tokens, 32 default starts, (a) eleven worlds of the default family, the 66-run design, held-out
+   MAPE at M=12 and M=20 against the noiseless truth, converged share, the best start's status and the fit's wall
+   time; (b) dmsl at 2.718B, every domain.
 
 Prints a table; asserts nothing. Run it against another checkout with PYTHONPATH=<that checkout> for a before/after
 comparison (the columns are the same).
 
-Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl|bound]
+Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl|bound|sodm]
 """
 
 from __future__ import annotations
@@ -207,10 +211,65 @@ def section_bound(quick: bool) -> None:
         print(f"   {loss:20s} " + " / ".join(f"{b} {e:.3f}% ({c:.0%})" for b, (e, c) in zip(BOUNDS, out)), flush=True)
 
 
+def _sodm(name: str, n_datasets: int):
+    cls = getattr(cj, name)
+    return cls.sample_init(jax.random.key(0), n_datasets=n_datasets, tokens=False)
+
+
+def section_sodm(quick: bool) -> None:
+    names = ("SODMAdditive", "SODMJoint")
+    chart = getattr(_sodm("SODMAdditive", 5), "mixture_chart", "log (the only chart)")
+    print(f"\n4a. SODM, mixture chart {chart}: 66-run design, 32 default starts; held-out MAPE (%) vs the truth")
+    print(f"   {'world':>5s} {'law':13s} {'converged':>9s} {'best start':>11s} {'M=12':>7s} {'M=20':>7s} {'time':>6s}")
+    mixes = perturbed_mixtures(REFERENCE)
+    rows = []
+    for seed in range(4 if quick else 11):
+        world = _simulate.default_world(jax.random.key(seed))
+        data = world.mixture_data(world.runs(mixes, SIZES, noise=0.003, key=jax.random.key(1)), "loss_val0")
+        truth = world.mixture_data(world.runs(mixes, np.array([12.0, 20.0]), noise=0.0, key=jax.random.key(2)),
+                                   "loss_val0")  # fmt: skip
+        r_t, M_t, y_t = np.asarray(truth.r), np.asarray(truth.size), np.asarray(truth.y)
+        for name in names:
+            result, seconds = _fit(_sodm(name, 5), data.inputs, data.y, 32)
+            ape = np.abs(np.asarray(result.predict(r_t, M_t)) / y_t - 1)
+            best = cj.Status(int(result.best_status)).label
+            row = (seed, name, np.mean(_converged(result)), best, 100 * ape[M_t == 12].mean(),
+                   100 * ape[M_t == 20].mean(), seconds)  # fmt: skip
+            rows.append(row)
+            print(f"   {seed:5d} {name:13s} {row[2]:9.0%} {best:>11s} {row[4]:6.3f}% {row[5]:6.3f}% {seconds:5.1f}s",
+                  flush=True)  # fmt: skip
+    for name in names:
+        sel = [row for row in rows if row[1] == name]
+        unconverged = sum(row[3] not in ("converged", "stalled") for row in sel)
+        share, at12, at20, seconds = (np.mean([row[i] for row in sel]) for i in (2, 4, 5, 6))
+        print(f"   mean {name}: converged {share:.0%}, best start unconverged in {unconverged}/{len(sel)} worlds, "
+              f"M=12 {at12:.3f}%, M=20 {at20:.3f}%, {seconds:.1f}s a fit")  # fmt: skip
+
+    split = _dmsl("4b")
+    if split is None:
+        return
+    train, test, mixture, losses = split
+    print(f"\n4b. dmsl_shukor2025, {len(train)} runs at 122M-1.2B, 32 default starts; held-out MAPE at 2.718B")
+    print(f"   {'law':13s} {'loss':20s} {'converged':>9s} {'best start':>11s} {'held-out':>9s} {'time':>6s}")
+    for name in names:
+        errors, shares = [], []
+        for loss in losses[:2] if quick else losses:
+            tr, te = train[np.isfinite(train[loss])], test[np.isfinite(test[loss])]
+            inputs = (tr[mixture].to_numpy(), tr["size"].to_numpy())
+            result, seconds = _fit(_sodm(name, len(mixture)), inputs, tr[loss].to_numpy(), 32)
+            pred = np.asarray(result.predict(te[mixture].to_numpy(), te["size"].to_numpy()))
+            mape = 100 * np.mean(np.abs(pred / te[loss].to_numpy() - 1))
+            best = cj.Status(int(result.best_status)).label
+            errors.append(mape)
+            shares.append(np.mean(_converged(result)))
+            print(f"   {name:13s} {loss:20s} {shares[-1]:9.0%} {best:>11s} {mape:8.3f}% {seconds:5.1f}s", flush=True)
+        print(f"   mean {name}: converged {np.mean(shares):.0%}, held-out {np.mean(errors):.3f}%")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["design", "dmsl", "bound"])
+    parser.add_argument("--only", choices=["design", "dmsl", "bound", "sodm"])
     args = parser.parse_args()
     print(f"camel-jax from {os.path.dirname(cj.__file__)}, jax {jax.__version__}, {os.cpu_count()} CPU cores")
     if args.only in (None, "design"):
@@ -219,6 +278,8 @@ def main() -> None:
         section_dmsl(args.quick)
     if args.only in (None, "bound"):
         section_bound(args.quick)
+    if args.only in (None, "sodm"):
+        section_sodm(args.quick)
 
 
 if __name__ == "__main__":
