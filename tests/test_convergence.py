@@ -1,7 +1,8 @@
 """Fits that finish (issue 29): the default problem of tied CAMEL on the paper's 66-run design converges in every
 start to its first-order conditions, the same data give the same answer, and the units of loss and size do not
 matter; files of earlier formats load as the same function; the other shipped laws' default problems converge
-(Chinchilla on Epoch's data) or are measured, strict-xfail and slow, where they do not yet reach 90%.
+(Chinchilla on Epoch's data, SODMAdditive on the design and dmsl's c4) or are measured, strict-xfail and slow,
+where they do not yet reach 90%.
 `benchmarks/bench_fit.py --only convergence` and `benchmarks/study_convergence.py` print the figures."""
 
 import warnings
@@ -310,16 +311,25 @@ def test_the_default_law_converges_and_reproduces_on_a_real_mixture_table():
         np.testing.assert_allclose(again.law.params()[name], value, rtol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SODMAdditive (design)", "SODMAdditive (dmsl c4)"])
+def test_sodm_additive_default_starts_converge(name):
+    """SODMAdditive's best fit of the design is the mixture term's linear limit (equal C, gamma -> 1,
+    K -> infinity: a term linear in r and r log r), which the "log" chart holds only at infinity: there 3% of the
+    starts converged (dmsl c4: 50%), the rest crawling toward it. The "linear" chart (the default) makes it a
+    regular point and starts near it: every start converges (measured: 100% on both), to a lower objective."""
+    assert _converged_share(name) >= 0.9
+
+
 # Measured, not yet at 90% (see benchmarks/study_convergence.py): strict, so that a fix is noticed
 NOT_YET = {
-    "SODMAdditive (design)": "a second degenerate limit (gamma -> 1, equal C, K -> infinity: a mixture term linear "
-    "in r and r log r) is not a regular point of SODM's coordinates",
-    "SODMJoint (design)": "SODMAdditive's mixture term, same limit",
+    "SODMJoint (design)": "its mixture term converges to the linear limit (a regular point of the default "
+    "chart, as SODMAdditive's: 0% of starts converged before it); the rest crawl along the size term's valley "
+    "(1 / A -> 0.3-0.6 with A gammaA, A alpha growing, 3e-4 relative above the converged starts' objective)",
     "CAMELData tied k=3 (design)": "without a tokens column its data term and its capacity term both describe the "
     "mixture effect: after 1,100 steps the starts still descend through saddles (up to 15 negative Hessian "
     "eigenvalues; the objective still falls after 400 more Newton steps), with or without the bound on beta",
     "DML k=1 (design at M=10)": "11 points at one size: the exponential's rate runs to infinity (amplitude -> 0)",
-    "SODMAdditive (dmsl c4)": "SODM's mixture term (50% of starts converge with 300 Newton steps; 41% with 100)",
 }
 
 
