@@ -130,6 +130,17 @@ def test_load_refuses_files_that_are_not_camel_jax_results(files, tmp_path):
         cj.load(tmp_path / "missing.npz")
 
 
+def test_load_accepts_a_string_only_where_the_law_declares_it(tmp_path):
+    """SODM's `mixture_chart` is a string in a file's structure (its law declares the values in `CHOICES`); any
+    other string value, there or elsewhere, is refused before a law is built."""
+    sodm = cj.save(cj.load(Path(__file__).parent / "data" / "format4_sodmadditive_fit.npz"), tmp_path / "sodm.npz")
+    assert cj.load(sodm).law.mixture_chart == "log"
+    for key, value in (("mixture_chart", "bogus"), ("tokens", "log")):
+        path = tamper(sodm, tmp_path / f"{key}.npz", lambda m: m["law"]["structure"].update({key: value}))
+        with pytest.raises(ValueError, match="unexpected value"):
+            cj.load(path)
+
+
 def test_old_format_names_of_shipped_laws_still_load(files, tmp_path):
     folder, _, _ = files
     old = "camel_jax.laws._camel:CAMEL"

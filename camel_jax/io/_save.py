@@ -101,8 +101,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def _structure_value(value: Any, where: str) -> Any:
-    """A structure value from a file: a bool, a bounded int, a finite float, a short identifier string, None or a
-    tuple of those."""
+    """A structure value from a file: a bool, a bounded int, a finite float, None or a tuple of those (strings are
+    `_choice`s)."""
     if isinstance(value, dict) and set(value) == {"__tuple__"} and isinstance(value["__tuple__"], list):
         if len(value["__tuple__"]) > 16:
             raise ValueError(f"{where}: a tuple of {len(value['__tuple__'])} values")
@@ -117,11 +117,16 @@ def _structure_value(value: Any, where: str) -> Any:
         if not np.isfinite(value):
             raise ValueError(f"{where}: non-finite value {value}")
         return value
-    if isinstance(value, str):  # a choice such as SODM's mixture_chart; the law's own check names the options
-        if not (len(value) <= 32 and value.isidentifier()):
-            raise ValueError(f"{where}: unexpected string {value[:40]!r}")
-        return value
     raise ValueError(f"{where}: unexpected value {value!r}")
+
+
+def _choice(cls: type, key: str, value: str, where: str) -> str:
+    """A string structure value from a file: one of the values the law class declares for that keyword
+    (`AbstractLaw.CHOICES`, e.g. SODM's `mixture_chart`); nothing else may be a string."""
+    allowed = getattr(cls, "CHOICES", {}).get(key, ())
+    if value not in allowed:
+        raise ValueError(f"{where}: unexpected value {value[:40]!r}" + (f"; one of {allowed}" if allowed else ""))
+    return value
 
 
 def _template(descriptor: Any, where: str, known: dict[str, type]) -> Any:
@@ -141,7 +146,8 @@ def _template(descriptor: Any, where: str, known: dict[str, type]) -> Any:
     raw = descriptor.get("structure")
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: malformed law structure")
-    structure = {str(k): _structure_value(v, f"{where} structure {k!r}") for k, v in raw.items()}
+    structure = {str(k): _choice(cls, str(k), v, f"{where} structure {k!r}") if isinstance(v, str)
+                 else _structure_value(v, f"{where} structure {k!r}") for k, v in raw.items()}  # fmt: skip
     try:
         return eqx.filter_eval_shape(cls.sample_init, jax.random.key(0), **structure)  # type: ignore[attr-defined]
     except (TypeError, ValueError) as error:

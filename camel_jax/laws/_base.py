@@ -33,6 +33,9 @@ class AbstractLaw(eqx.Module):
     # Structure keywords that are units of the law's internal coordinates (see `with_data_scales`): two laws that
     # differ only in them describe the same family of functions, so warm starts may carry other units.
     UNITS: ClassVar[tuple[str, ...]] = ()
+    # Structure keywords whose values are strings, each with the values it admits (SODM's `mixture_chart`): the only
+    # strings `load` accepts in a file's structure.
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     @abc.abstractmethod
     def __call__(self, *inputs: Any) -> Array: ...

@@ -299,6 +299,8 @@ class _Format4SODMAdditive:
     """SODMAdditive as files of formats 3 and 4 stored it: the "log" chart of the mixture term (then the only
     one), so the skeleton is today's class in that chart and no conversion is needed."""
 
+    CHOICES = SODMAdditive.CHOICES
+
     @classmethod
     def sample_init(cls, key: Array, **structure: Any) -> SODMAdditive:
         return SODMAdditive.sample_init(key, **{"mixture_chart": "log", **structure})
@@ -306,6 +308,8 @@ class _Format4SODMAdditive:
 
 class _Format4SODMJoint:
     """SODMJoint as files of formats 3 and 4 stored it (see `_Format4SODMAdditive`)."""
+
+    CHOICES = SODMJoint.CHOICES
 
     @classmethod
     def sample_init(cls, key: Array, **structure: Any) -> SODMJoint:

@@ -177,6 +177,7 @@ class SODMAdditive(AbstractLaw):
     """
 
     UNITS = ("loss_scale", "size_scale", "tokens_scale")
+    CHOICES = {"mixture_chart": MIXTURE_CHARTS}
 
     E1: Float[Array, "*batch"]
     root_bA: Float[Array, "*batch"]  # sqrt(A alpha)

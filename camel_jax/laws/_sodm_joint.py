@@ -12,6 +12,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse, safe_log, simplex_from_roots
 from ._camel import exprel
 from ._sodm_additive import (
+    MIXTURE_CHARTS,
     mixture_constant,
     mixture_coordinates,
     mixture_params,
@@ -77,6 +78,7 @@ class SODMJoint(AbstractLaw):
     """
 
     UNITS = ("loss_scale", "size_scale", "tokens_scale")
+    CHOICES = {"mixture_chart": MIXTURE_CHARTS}
 
     E1: Float[Array, "*batch"]
     p_roots: Float[Array, "*batch n"] | None  # the mixture term (as SODMAdditive's)
