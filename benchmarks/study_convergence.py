@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import warnings
+from typing import Any
 
 import jax
 import numpy as np
@@ -149,6 +150,15 @@ def section_dmsl(quick: bool) -> None:
 BOUNDS = {"none": None, "c": 3.0, "3c": 9.0}  # beta_max for capacity exponent c = 3
 
 
+def _design_and_truth(seed: int, mixes: Any) -> tuple[Any, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The default world of key `seed`: its 66-run design (0.3% noise, loss_val0) and the noiseless truth (r, M, y)
+    at M=12 and M=20 for the same mixtures."""
+    world = _simulate.default_world(jax.random.key(seed))
+    data = world.mixture_data(world.runs(mixes, SIZES, noise=0.003, key=jax.random.key(1)), "loss_val0")
+    truth = world.mixture_data(world.runs(mixes, np.array([12.0, 20.0]), noise=0.0, key=jax.random.key(2)), "loss_val0")
+    return data, (np.asarray(truth.r), np.asarray(truth.size), np.asarray(truth.y))
+
+
 def _tied(n_domains: int, bound: str, n_datasets: int = 5):
     return cj.CAMEL.sample_init(jax.random.key(0), n_datasets=n_datasets, n_domains=n_domains, tied=True,
                                 capacity_exponent=3.0, beta_max=BOUNDS[bound])  # fmt: skip
@@ -160,11 +170,7 @@ def section_bound(quick: bool) -> None:
     mixes = perturbed_mixtures(REFERENCE)
     rows = []
     for seed in range(4 if quick else 11):
-        world = _simulate.default_world(jax.random.key(seed))
-        data = world.mixture_data(world.runs(mixes, SIZES, noise=0.003, key=jax.random.key(1)), "loss_val0")
-        truth = world.mixture_data(world.runs(mixes, np.array([12.0, 20.0]), noise=0.0, key=jax.random.key(2)),
-                                   "loss_val0")  # fmt: skip
-        r_t, M_t, y_t = np.asarray(truth.r), np.asarray(truth.size), np.asarray(truth.y)
+        data, (r_t, M_t, y_t) = _design_and_truth(seed, mixes)
         for k in (3, 5):
             for bound in BOUNDS:
                 result, _ = _fit(_tied(k, bound), data.inputs, data.y, 32)
@@ -224,11 +230,7 @@ def section_sodm(quick: bool) -> None:
     mixes = perturbed_mixtures(REFERENCE)
     rows = []
     for seed in range(4 if quick else 11):
-        world = _simulate.default_world(jax.random.key(seed))
-        data = world.mixture_data(world.runs(mixes, SIZES, noise=0.003, key=jax.random.key(1)), "loss_val0")
-        truth = world.mixture_data(world.runs(mixes, np.array([12.0, 20.0]), noise=0.0, key=jax.random.key(2)),
-                                   "loss_val0")  # fmt: skip
-        r_t, M_t, y_t = np.asarray(truth.r), np.asarray(truth.size), np.asarray(truth.y)
+        data, (r_t, M_t, y_t) = _design_and_truth(seed, mixes)
         for name in names:
             result, seconds = _fit(_sodm(name, 5), data.inputs, data.y, 32)
             ape = np.abs(np.asarray(result.predict(r_t, M_t)) / y_t - 1)
