@@ -329,7 +329,9 @@ NOT_YET = {
     "CAMELData tied k=3 (design)": "without a tokens column its data term and its capacity term both describe the "
     "mixture effect: after 1,100 steps the starts still descend through saddles (up to 15 negative Hessian "
     "eigenvalues; the objective still falls after 400 more Newton steps), with or without the bound on beta",
-    "DML k=1 (design at M=10)": "11 points at one size: the exponential's rate runs to infinity (amplitude -> 0)",
+    "DML k=1 (design at M=10)": "11 points at one size: the exponential's rate runs to infinity (amplitude -> 0); "
+    "the best starts stop at kappa ~ 3e5 (amplitude 3.5e-6, rate ~300: a spike fitting one mixture's noise, objective "
+    "1.12e-5 vs 1.27e-5 at the linear limit) and the unconverged ones crawl toward it: a bound on the rate to try",
 }
 
 
