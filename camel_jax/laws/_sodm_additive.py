@@ -87,11 +87,15 @@ def mixture_coordinates(C: Array, gamma: Array, loss_scale: float, chart: str) -
             "p_tilt": (log_p / kappa[..., None]) @ basis, "gamma_tilt": jnp.log(gamma) / kappa[..., None]}  # fmt: skip
 
 
+def chart_constant(chart: str, n_datasets: int, kappa: Array) -> Array:
+    """The constant the mixture term is written less of in `chart` (in loss units), the value the term tends to
+    as kappa -> 0: K = 1 / kappa ("log"), n K ("linear")."""
+    return (n_datasets if chart == "linear" else 1) / kappa
+
+
 def mixture_constant(law: Any) -> Array:
-    """The constant the mixture term is written less of (in loss units), the value the term tends to as
-    kappa -> 0 in the law's chart: K = 1 / kappa ("log"), n K ("linear")."""
-    n = mixture_size(law) if law.mixture_chart == "linear" else 1
-    return n / law.root_kappa**2
+    """`chart_constant` of a law."""
+    return chart_constant(law.mixture_chart, mixture_size(law), law.root_kappa**2)
 
 
 def mixture_term(law: Any, r: Array) -> Array:
@@ -256,8 +260,8 @@ class SODMAdditive(AbstractLaw):
         s_L = settings["loss_scale"]
         A_unit = p["A"] * jnp.exp(-p["alpha"] * jnp.log(settings["size_scale"])) / s_L
         mixture = mixture_coordinates(p["C"], p["gamma"], s_L, settings["mixture_chart"])
-        n = p["C"].shape[-1] if settings["mixture_chart"] == "linear" else 1
-        level = p["E"] / s_L + A_unit + n / (jnp.sum(p["C"], axis=-1) * s_L)
+        constant = chart_constant(settings["mixture_chart"], p["C"].shape[-1], jnp.sum(p["C"], axis=-1) * s_L)
+        level = p["E"] / s_L + A_unit + constant
         root_bB = raw_beta = None
         if tokens:
             B_unit = p["B"] * jnp.exp(-p["beta"] * jnp.log(settings["tokens_scale"])) / s_L

@@ -13,6 +13,7 @@ from ._base import AbstractLaw, as_leaves, count, log_uniform, positive_inverse,
 from ._camel import exprel
 from ._sodm_additive import (
     MIXTURE_CHARTS,
+    chart_constant,
     mixture_constant,
     mixture_coordinates,
     mixture_params,
@@ -170,12 +171,12 @@ class SODMJoint(AbstractLaw):
                 positive_inverse(p[name], None, name)
         s_L = settings["loss_scale"]
         mixture = mixture_coordinates(p["C"], p["gamma"], s_L, settings["mixture_chart"])
-        n = p["C"].shape[-1] if settings["mixture_chart"] == "linear" else 1
         size = _coefficient_coordinates(p["CA"], p["gammaA"], p["alpha"], settings["size_scale"], s_L)
         data = None
         if tokens:
             data = _coefficient_coordinates(p["CB"], p["gammaB"], p["beta"], settings["tokens_scale"], s_L)
-        return cls._assemble(p["E"] / s_L + n / mixture["root_kappa"] ** 2, mixture, size, data, settings)
+        constant = chart_constant(settings["mixture_chart"], p["C"].shape[-1], mixture["root_kappa"] ** 2)
+        return cls._assemble(p["E"] / s_L + constant, mixture, size, data, settings)
 
     @classmethod
     def _assemble(
