@@ -244,6 +244,27 @@ def test_a_format_4_sodm_file_loads_in_the_log_chart_as_the_same_function(name, 
     assert cj.load(cj.save(short, tmp_path / "linear.npz")).law.mixture_chart == "linear"
 
 
+def test_a_format_5_dml_file_loads_unbounded_as_the_same_function(tmp_path):
+    """Files written before DML's bound on the rate (format 5; tests/data, written once by the previous main's code:
+    8 starts of the DML k=1 problem below, 4 of them spikes of rate |t| > 240, beyond today's default t_max = 10)
+    hold raw_kappa = sqrt(kappa): they load unbounded, as the same function, and re-save so."""
+    result = cj.load(DATA / "format5_dml_fit.npz")
+    expected = np.load(DATA / "format5_expected.npz")
+    assert type(result.law) is cj.DML and result.law.t_max is None
+    rates = np.asarray(result.laws.kappa) * np.linalg.norm(np.asarray(result.laws.a), axis=-1)
+    assert np.max(rates) > 100
+    np.testing.assert_allclose(jax.vmap(lambda law: law(expected["r"]))(result.laws), expected["DML"], rtol=1e-12)
+    again = cj.load(cj.save(result, tmp_path / "again.npz"))
+    assert again.law.t_max is None and again.law.structure() == result.law.structure()
+    np.testing.assert_allclose(again.predict(expected["r"]), result.predict(expected["r"]), rtol=1e-14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a five-step fit, only to have a file of today's default
+        bounded = cj.fit(cj.DML.sample_init(jax.random.key(0), n_datasets=5, n_domains=1), (expected["r"],),
+                         expected["DML"][0], key=jax.random.key(0), restarts=2,
+                         options=cj.FitOptions(max_steps=5, polish=0))  # fmt: skip
+    assert cj.load(cj.save(bounded, tmp_path / "bounded.npz")).law.t_max == 10.0
+
+
 # --- the other shipped laws' default problems (issue 29): converged share of 32 default starts -----------------
 
 

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case
+from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case, np_dml
 
 import camel_jax as cj
 
@@ -48,7 +48,7 @@ def _static_options(law):
     """The structural keywords from_params needs beyond the constrained values."""
     opts = {}
     names = ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds",
-             "loss_scale", "center")  # fmt: skip
+             "loss_scale", "center", "t_max")  # fmt: skip
     for name in names + ("shared_exponents",):
         if hasattr(law, name):
             opts[name] = getattr(law, name)
@@ -197,7 +197,7 @@ def test_well_posed_limits_are_regular_points():
     np.testing.assert_allclose(near(*inputs), expected, rtol=1e-9)
     dml = make_case("DML")
     (r,) = dml.inputs
-    linear = eqx.tree_at(lambda l: l.root_kappa, dml.law, jnp.zeros(3))
+    linear = eqx.tree_at(lambda l: l.raw_kappa, dml.law, jnp.zeros(3))
     H = np.linalg.qr(np.eye(4) - 0.25)[0][:, :3]  # any orthonormal basis of the directions on the simplex
     a_full = np.asarray(dml.law.a) @ cj.laws._terms.helmert(4).T  # [k, n]: the slopes in r
     np.testing.assert_allclose(H @ H.T @ a_full.T, a_full.T, atol=1e-12)
@@ -208,6 +208,40 @@ def test_well_posed_limits_are_regular_points():
         assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(grads))
     off = eqx.tree_at(lambda l: l.root_c, law, jnp.zeros(4))  # no mixture effect: the term is zero
     np.testing.assert_allclose(off(r, N) - off(r[::-1], N), 0.0, atol=1e-12)
+
+
+def test_dml_bound_on_the_rate_is_the_same_function_and_a_regular_point():
+    """DML's `t_max` (the default) holds each term's rate |t_i| (the norm of its row of t less the row's mean) in
+    [0, t_max] by kappa_i = t_max sin(raw_i)^2 / |a_i|: within the bound the law is the NumPy formula (and the
+    unbounded law), at the bound the raw coordinate is stationary (a start can stop there), past it from_params
+    refuses, and a term off (a_i = 0) keeps finite gradients."""
+    rng = np.random.default_rng(3)
+    r = jnp.asarray(rng.dirichlet(np.ones(4), 9))
+    t = rng.normal(size=(2, 4))
+    t -= t.mean(axis=1, keepdims=True)
+    t *= np.array([[3.0], [1.2]]) / np.linalg.norm(t, axis=1, keepdims=True)  # rates 3 and 1.2
+    given = {"t": t, "S": np.array([0.7, 0.4]), "C": np.array([0.5, 1.0]), "K": np.array([0.3, 0.8])}
+    bounded = cj.DML.from_params(**given, t_max=3.0)  # the first term at the bound, the second within it
+    unbounded = cj.DML.from_params(**given, t_max=None)
+    assert bounded.structure()["t_max"] == 3.0 and unbounded.structure()["t_max"] is None
+    expected = np_dml(given, np.asarray(r))
+    np.testing.assert_allclose(bounded(r), expected, rtol=1e-10)
+    np.testing.assert_allclose(unbounded(r), expected, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(bounded.kappa) * np.linalg.norm(bounded.a, axis=-1), [3.0, 1.2], rtol=1e-10)
+    np.testing.assert_allclose(bounded.params()["t"], t, rtol=1e-10)
+    np.testing.assert_allclose(unbounded.raw_kappa, np.sqrt(unbounded.kappa), rtol=1e-14)  # t_max=None: sqrt(kappa)
+    grad = jax.grad(lambda raw: jnp.sum(eqx.tree_at(lambda l: l.raw_kappa, bounded, raw)(r)))(bounded.raw_kappa)
+    assert abs(float(grad[0])) < 1e-12 < abs(float(grad[1]))
+    with pytest.raises(ValueError, match="t_max"):
+        cj.DML.from_params(**given, t_max=2.9)
+    off = eqx.tree_at(lambda l: l.a, bounded, bounded.a.at[1].set(0.0))
+    grads = jax.grad(lambda law: jnp.sum(law(r)))(off)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(grads))
+    # the default starts: bounded, each rate at most 0.9 t_max
+    keys = jax.random.split(jax.random.key(0), 64)
+    starts = jax.vmap(lambda key: cj.DML.sample_init(key, n_datasets=4, n_domains=3))(keys)
+    assert starts.t_max == cj.laws._dml.T_MAX
+    assert float(jnp.max(starts.kappa * jnp.linalg.norm(starts.a, axis=-1))) <= 0.9 * starts.t_max
 
 
 def test_the_linear_limit_of_the_mixture_term_is_a_regular_point():

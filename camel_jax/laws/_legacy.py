@@ -6,7 +6,8 @@ version-1 file's CAMEL is rebuilt here with the old layout and converted by `fro
 same function. Format 3 does the same for SODMAdditive, SODMJoint, DML and Chinchilla (their format-1 and
 format-2 layouts were the same: logs of the paper's positive parameters). Format 5 adds SODM's `mixture_chart`,
 whose default became "linear": the SODM laws of files up to format 4 are rebuilt in the "log" chart they were
-written in, the same coordinates.
+written in, the same coordinates. Format 6 adds DML's `t_max`, whose default is a bound: the DML laws of files up to
+format 5 are rebuilt unbounded (t_max = None), the coordinates they were written in.
 """
 
 from __future__ import annotations
@@ -265,7 +266,7 @@ class LegacyDML(eqx.Module):
         return cls(jnp.zeros((n_domains, n_datasets)), zeros, zeros, zeros)
 
     def to_current(self) -> DML:
-        return DML.from_params(t=self.t, S=jnp.exp(self.log_S), C=self.C, K=jnp.exp(self.log_K))
+        return DML.from_params(t=self.t, S=jnp.exp(self.log_S), C=self.C, K=jnp.exp(self.log_K), t_max=None)
 
 
 class LegacyChinchilla(eqx.Module):
@@ -316,6 +317,17 @@ class _Format4SODMJoint:
         return SODMJoint.sample_init(key, **{"mixture_chart": "log", **structure})
 
 
+class _Format5DML:
+    """DML as files of formats 3 to 5 stored it: unbounded (raw_kappa = sqrt(kappa), then the only layout), so the
+    skeleton is today's class with t_max = None and no conversion is needed."""
+
+    @classmethod
+    def sample_init(cls, key: Array, **structure: Any) -> DML:
+        return DML.sample_init(key, **{"t_max": None, **structure})
+
+
+# The classes a format-5 file names whose default layout changed in format 6.
+FORMAT_5: dict[str, type] = {"DML": _Format5DML}
 # The classes a format-4 file names whose default layout changed in format 5.
 FORMAT_4: dict[str, type] = {"SODMAdditive": _Format4SODMAdditive, "SODMJoint": _Format4SODMJoint}
 # The classes a format-2 file names whose layout changed in format 3.
@@ -331,8 +343,13 @@ _LEGACY = (LegacyCAMEL, LegacyCAMELData, LegacySODMAdditive, LegacySODMJoint, Le
 def legacy_layouts(version: int) -> dict[str, type]:
     """The old layouts of the laws a file of `version` stores, by the name the file uses. (Format 4 adds CAMEL's
     and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are; format 5 SODM's
-    `mixture_chart`, "log" when absent.)"""
-    return (FORMAT_4 if version < 5 else {}) | (FORMAT_1 if version < 2 else {}) | (FORMAT_2 if version < 3 else {})
+    `mixture_chart`, "log" when absent; format 6 DML's `t_max`, None when absent.)"""
+    return (
+        (FORMAT_5 if version < 6 else {})
+        | (FORMAT_4 if version < 5 else {})
+        | (FORMAT_1 if version < 2 else {})
+        | (FORMAT_2 if version < 3 else {})
+    )
 
 
 def upgrade(obj: Any) -> Any:
