@@ -16,11 +16,16 @@
    SODMJoint without tokens, 32 default starts, (a) eleven worlds of the default family, the 66-run design, held-out
    MAPE at M=12 and M=20 against the noiseless truth, converged share, the best start's status and the fit's wall
    time; (b) dmsl at 2.718B, every domain.
+5. DML's bound on the rate (`t_max`; issue 29): DML k=1 on the 11 design points at M=10 of five worlds, 32 default
+   starts, without a bound and with t_max = 5, 10 (the default) and 20: converged share, the best objective and rate
+   |t|, MAPE against the noiseless truth at M=10 at 200 unseen mixtures near the design (Dirichlet(40 r_ref)) and
+   200 anywhere on the simplex, and leave-one-mixture-out error (11 fits of 10 points) against the observed loss;
+   and the rate of DML k=1 fitted to the noiseless truth over the whole simplex (the world's own).
 
 Prints a table; asserts nothing. Run it against another checkout with PYTHONPATH=<that checkout> for a before/after
 comparison (the columns are the same).
 
-Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl|bound|sodm]
+Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl|bound|sodm|dml]
 """
 
 from __future__ import annotations
@@ -268,10 +273,56 @@ def section_sodm(quick: bool) -> None:
         print(f"   mean {name}: converged {np.mean(shares):.0%}, held-out {np.mean(errors):.3f}%")
 
 
+DML_BOUNDS = {"none": None, "5": 5.0, "10": 10.0, "20": 20.0}
+
+
+def _rate(law) -> float:
+    """The best law's largest rate |t_i| (the norm of its row of t less the row's mean)."""
+    return float(np.max(np.linalg.norm(np.asarray(law.params()["t"]), axis=-1)))
+
+
+def section_dml(quick: bool) -> None:
+    print("\n5. DML k=1, the design's 11 points at M=10, 32 default starts, by bound on the rate t_max; MAPE (%)")
+    print("   vs the noiseless truth at 200 unseen mixtures near the design and 200 anywhere; leave-one-mixture-out")
+    print("   (LOMO) vs the observed loss")
+    print(f"   {'world':>5s} {'t_max':>5s} {'converged':>9s} {'objective':>11s} {'rate':>8s} {'near':>8s} "
+          f"{'anywhere':>9s} {'LOMO':>7s}")  # fmt: skip
+    rng = np.random.default_rng(0)
+    unseen = {"near": rng.dirichlet(40 * REFERENCE, 200), "anywhere": rng.dirichlet(np.ones(5), 200)}
+    mixes = perturbed_mixtures(REFERENCE)
+    leave_one_out = 1.0 - np.eye(len(mixes))
+    for seed in range(2 if quick else 5):
+        world = _simulate.default_world(jax.random.key(seed))
+        data = world.mixture_data(world.runs(mixes, SIZES, noise=0.003, key=jax.random.key(1)), "loss_val0")
+        at10 = np.asarray(data.size) == 10.0
+        r, y = np.asarray(data.r)[at10], np.asarray(data.y)[at10]
+        truth = {}
+        for name, m in unseen.items():
+            t = world.mixture_data(world.runs(m, np.array([10.0]), noise=0.0, key=jax.random.key(2)), "loss_val0")
+            truth[name] = (np.asarray(t.r), np.asarray(t.y))
+        for bound, t_max in DML_BOUNDS.items():
+            law = cj.DML.sample_init(jax.random.key(0), n_datasets=5, n_domains=1, t_max=t_max)
+            result, _ = _fit(law, (r,), y, 32)
+            mape = {name: 100 * np.mean(np.abs(np.asarray(result.predict(rt)) / yt - 1)) for name, (rt, yt) in
+                    truth.items()}  # fmt: skip
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                folds = cj.fit(law, (r,), np.tile(y, (len(y), 1)), weights=leave_one_out, key=jax.random.key(1),
+                               restarts=32)  # fmt: skip
+            lomo = 100 * np.mean(np.abs(np.diag(np.asarray(folds.predict(r))) / y - 1))
+            print(f"   {seed:5d} {bound:>5s} {np.mean(_converged(result)):9.0%} {float(result.objective):11.4e} "
+                  f"{_rate(result.law):8.3g} {mape['near']:7.3g}% {mape['anywhere']:8.3g}% {lomo:6.3f}%", flush=True)
+        own = []
+        for name, (rt, yt) in truth.items():
+            law = cj.DML.sample_init(jax.random.key(0), n_datasets=5, n_domains=1, t_max=None)
+            own.append(f"{name} {_rate(_fit(law, (rt,), yt, 16)[0].law):.2f}")
+        print(f"   world {seed}: rate of DML k=1 fitted to the noiseless truth, " + ", ".join(own), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["design", "dmsl", "bound", "sodm"])
+    parser.add_argument("--only", choices=["design", "dmsl", "bound", "sodm", "dml"])
     args = parser.parse_args()
     print(f"camel-jax from {os.path.dirname(cj.__file__)}, jax {jax.__version__}, {os.cpu_count()} CPU cores")
     if args.only in (None, "design"):
@@ -282,6 +333,8 @@ def main() -> None:
         section_bound(args.quick)
     if args.only in (None, "sodm"):
         section_sodm(args.quick)
+    if args.only in (None, "dml"):
+        section_dml(args.quick)
 
 
 if __name__ == "__main__":
