@@ -40,8 +40,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
 # version-1 files). 3: SODMAdditive's, SODMJoint's, DML's and Chinchilla's well-posed coordinates (version-1 and -2
 # files are converted on load). 4: CAMEL's and CAMELData's optional `beta_max`. 5: SODMAdditive's and SODMJoint's
-# `mixture_chart` (a string; earlier files hold the "log" chart, and load so).
-FORMAT_VERSION = 5
+# `mixture_chart` (a string; earlier files hold the "log" chart, and load so). 6: CAMEL's `ratio_max` (the free law's
+# default bound on alpha / beta; earlier files hold no bound, and load so).
+FORMAT_VERSION = 6
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
