@@ -214,6 +214,11 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             t=t, K=rng.uniform(0.2, 2, k), alpha=rng.uniform(0.2, 0.9, k), beta=rng.uniform(0.3, 1.2, k), C=1.7
         )
         return case(cj.CAMEL, given, {}, (r, M), np_camel)
+    if name == "CAMEL_ratio_bound":
+        # the free law within its default bound alpha / beta <= 1/3 (issue 29)
+        beta = rng.uniform(0.3, 1.2, k)
+        given = dict(t=t, K=rng.uniform(0.2, 2, k), alpha=beta * rng.uniform(0.02, 0.33, k), beta=beta, C=1.7)
+        return case(cj.CAMEL, given, dict(ratio_max=1 / 3), (r, M), np_camel)
     if name == "CAMEL_tied":
         given = dict(t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7)
 
@@ -296,6 +301,7 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
 
 CASES = [
     "CAMEL",
+    "CAMEL_ratio_bound",
     "CAMEL_tied",
     "CAMEL_scaled",
     "CAMELData",

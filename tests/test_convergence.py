@@ -197,6 +197,23 @@ def test_a_format_3_file_loads_as_the_same_function(name, cls, tmp_path):
     np.testing.assert_allclose(again.predict(*inputs), result.predict(*inputs), rtol=1e-14)
 
 
+def test_a_format_5_free_camel_file_loads_unbounded_as_the_same_function(tmp_path):
+    """Files written before the free law's bound on alpha / beta (format 5; tests/data, written once by the previous
+    main's code, its starts' alpha / beta up to 1.6) load without the bound, as the same function, and re-save so;
+    a free law built today has it."""
+    result = cj.load(DATA / "format5_camel_free_fit.npz")
+    expected = np.load(DATA / "format5_camel_expected.npz")
+    assert type(result.law) is cj.CAMEL and not result.law.tied and result.law.ratio_max is None
+    assert float(np.max(np.asarray(result.laws.ratio))) > 1.0
+    np.testing.assert_allclose(jax.vmap(lambda law: law(expected["r"], expected["M"]))(result.laws),
+                               expected["camel_free"], rtol=1e-12)  # fmt: skip
+    again = cj.load(cj.save(result, tmp_path / "again.npz"))
+    assert again.law.ratio_max is None and again.law.structure() == result.law.structure()
+    inputs = (expected["r"], expected["M"])
+    np.testing.assert_allclose(again.predict(*inputs), result.predict(*inputs), rtol=1e-14)
+    assert cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2).ratio_max == pytest.approx(1 / 3)
+
+
 def test_a_format_1_file_loads_as_the_same_function():
     """Files written before the reparameterization (format 1: softmax logits, log K) load converted."""
     result = cj.load(DATA / "format1_camel_fit.npz")
@@ -298,6 +315,7 @@ def _problem(name):
         "SODMAdditive (design)": lambda: cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False),
         "SODMJoint (design)": lambda: cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False),
         "CAMELData tied k=3 (design)": lambda: cj.CAMELData.sample_init(key, tokens=False, **TIED),
+        "CAMEL free k=3 (design)": lambda: cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3),
     }
     return laws[name](), (r, M), y
 
@@ -354,6 +372,21 @@ def test_dml_default_starts_converge_within_the_bound_on_the_rate():
     status = np.asarray(result.status)
     assert np.mean(np.isin(status, [cj.Status.CONVERGED, cj.Status.STALLED])) >= 0.9, np.bincount(status)
     assert cj.Status(int(result.best_status)) == cj.Status.CONVERGED
+
+
+@pytest.mark.slow
+def test_free_camel_default_starts_converge():
+    """Unbounded, the free law's best fits of the design lie at infinity: a term ever sharper in the mixture
+    (alpha_i -> 14 with K_i -> 0 and beta_i ~ 5 after 20,000 steps, the objective 0.6% lower than after 1,000 and
+    still falling) that the starts chase to the step cap, while the others crawl through saddles: 34% of the starts
+    converged (worlds 1, 2: 16%, 12%). Within the default bound alpha_i / beta_i <= 1/3, a regular point, every
+    start converges (measured: 100%; worlds 1, 2: 97%, 88%). Its best start is not asserted: within the bound
+    the lowest starts can still run away in size (beta_i -> 13-27 in worlds 2-5; here the best start converges or
+    reaches the step cap depending on the platform's last bits), which the opt-in `beta_max=9` stops."""
+    result = _default_fit("CAMEL free k=3 (design)")
+    assert result.law.ratio_max == pytest.approx(1 / 3)
+    status = np.asarray(result.status)
+    assert np.mean(np.isin(status, [cj.Status.CONVERGED, cj.Status.STALLED])) >= 0.9, np.bincount(status)
 
 
 # Measured, not yet at 90% (see benchmarks/study_convergence.py): strict, so that a fix is noticed

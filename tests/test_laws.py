@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case, np_dml
+from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case, np_camel, np_dml
 
 import camel_jax as cj
 
@@ -48,7 +48,7 @@ def _static_options(law):
     """The structural keywords from_params needs beyond the constrained values."""
     opts = {}
     names = ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds",
-             "loss_scale", "center", "t_max")  # fmt: skip
+             "loss_scale", "center", "t_max", "ratio_max")  # fmt: skip
     for name in names + ("shared_exponents",):
         if hasattr(law, name):
             opts[name] = getattr(law, name)
@@ -338,6 +338,36 @@ def test_bounded_exponents_stay_in_bounds():
     np.testing.assert_allclose(rebuilt.raw_beta, law.raw_beta, rtol=1e-10)
     with pytest.raises(ValueError, match="alpha_bounds"):
         cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, alpha_bounds=(0.1, 0.9))
+
+
+def test_camel_ratio_bound_is_a_regular_point_and_can_be_dropped():
+    """The free law's alpha_i / beta_i <= ratio_max by g_i = ratio_max sin(raw_i)^2: the same function as the
+    unbounded law (and the NumPy formula) inside the bound, stationary at it, and the default of a free start."""
+    t = np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]])
+    r = np.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [0.1, 0.1, 0.8]])
+    M = np.array([4.0, 9.0, 20.0])
+    given = dict(t=t, K=[1.0, 0.6], alpha=[0.5, 0.1], beta=[1.5, 0.8], C=1.5)  # alpha / beta = 1/3 and 1/8
+    bounded = cj.CAMEL.from_params(**given, ratio_max=1 / 3)
+    unbounded = cj.CAMEL.from_params(**given)
+    assert bounded.ratio_max == pytest.approx(1 / 3) and unbounded.ratio_max is None  # from_params: opt-in
+    np.testing.assert_allclose(bounded(r, M), np_camel({k: np.asarray(v) for k, v in given.items()}, r, M), rtol=1e-12)
+    np.testing.assert_allclose(bounded(r, M), unbounded(r, M), rtol=1e-12)
+    for name, value in bounded.params().items():
+        np.testing.assert_allclose(value, unbounded.params()[name], rtol=1e-12, err_msg=name)
+    grad = jax.grad(lambda raw: jnp.sum(eqx.tree_at(lambda l: l.raw_alpha, bounded, raw)(r, M)))(bounded.raw_alpha)
+    assert abs(float(grad[0])) < 1e-12 < abs(float(grad[1]))
+    with pytest.raises(ValueError, match="ratio_max"):
+        cj.CAMEL.from_params(**{**given, "alpha": [0.6, 0.1]}, ratio_max=1 / 3)
+    with pytest.raises(ValueError, match="ratio_max"):
+        cj.CAMEL.from_params(t=t, K=[1.0, 0.6], beta=[1.5, 0.8], C=1.5, tied=True, ratio_max=0.5)
+    with pytest.raises(ValueError, match="ratio_max"):
+        cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, ratio_max="none")
+    free = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2)
+    assert free.ratio_max == pytest.approx(1 / 3) and free.structure()["ratio_max"] == free.ratio_max
+    assert bool(jnp.all(free.ratio <= 0.9 / 3 + 1e-12))
+    assert cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True).ratio_max is None
+    loose = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, ratio_max=None)
+    assert loose.ratio_max is None and bool(jnp.any(loose.ratio > 1 / 3))  # the previous starts, alpha / beta <= 3
 
 
 def test_camel_log_law_limit_is_a_regular_point():

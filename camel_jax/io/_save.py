@@ -41,7 +41,8 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # version-1 files). 3: SODMAdditive's, SODMJoint's, DML's and Chinchilla's well-posed coordinates (version-1 and -2
 # files are converted on load). 4: CAMEL's and CAMELData's optional `beta_max`. 5: SODMAdditive's and SODMJoint's
 # `mixture_chart` (a string; earlier files hold the "log" chart, and load so). 6: DML's `t_max`, a bound on each
-# term's rate (earlier files hold unbounded laws, whose raw_kappa is sqrt(kappa), and load so).
+# term's rate, and CAMEL's `ratio_max`, the free law's bound on alpha / beta (earlier files hold unbounded laws, and
+# load so).
 FORMAT_VERSION = 6
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.

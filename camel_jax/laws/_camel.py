@@ -27,6 +27,10 @@ from ._base import (
 # beta below this: the term is its log law to ~1e-8 relative (`CAMEL.log_limit_terms`)
 LOG_LIMIT_BETA = 1e-8
 
+# The free law's default bound on alpha_i / beta_i (`CAMEL.sample_init`): the tied law's range 1 / (c + beta_i) < 1/c
+# at the paper's scale index c = 3 (issue 29: see CAMEL's **Bounds**)
+FREE_RATIO_MAX = 1.0 / 3.0
+
 
 def tied_alpha(beta: Array, capacity_exponent: float) -> Array:
     """The tied mixture exponent: alpha_i = a_i / (1 + a_i) with a_i = beta_i / c (Theorem 1's proof)."""
@@ -110,6 +114,43 @@ def beta_inverse(beta: Array, bounds: tuple[float, float] | None, beta_max: floa
     return positive_inverse(beta, bounds, "beta")
 
 
+def resolve_ratio_max(ratio_max: Any, tied: bool) -> float | None:
+    """The bound on the free law's alpha / beta (None: no bound), checked; "default": `FREE_RATIO_MAX` for the free
+    law and None for the tied one (whose ratio is derived)."""
+    if isinstance(ratio_max, str):
+        if ratio_max != "default":
+            raise ValueError(f'`ratio_max` must be a number > 0, None or "default"; got {ratio_max!r}')
+        return None if tied else FREE_RATIO_MAX
+    if ratio_max is None:
+        return None
+    if tied:
+        raise ValueError("`ratio_max` applies to the free law only (tied: alpha / beta = 1 / (c + beta) is derived)")
+    return positive_number(ratio_max, "ratio_max")
+
+
+def ratio_value(raw: Array, ratio_max: float | None) -> Array:
+    """g = alpha / beta of the free law: raw^2 (g >= 0, and g = 0, a term without mixture effect, a regular point);
+    with `ratio_max`, ratio_max sin(raw)^2, where both ends of [0, ratio_max] are regular points."""
+    if ratio_max is None:
+        return raw * raw
+    return ratio_max * jnp.sin(raw) ** 2
+
+
+def ratio_inverse(ratio: Array, ratio_max: float | None) -> Array:
+    if not isinstance(ratio, jax.core.Tracer):
+        value = np.asarray(ratio)
+        if np.any(value < 0):
+            raise ValueError(f"`alpha / beta` must be >= 0; got {value}")
+        if ratio_max is not None and np.any(value > ratio_max * (1 + 1e-12)):
+            raise ValueError(
+                f"`alpha / beta` = {value} exceeds `ratio_max` = {ratio_max}; pass ratio_max=None (no bound) or a "
+                "larger bound to allow it"
+            )
+    if ratio_max is None:
+        return jnp.sqrt(ratio)
+    return jnp.arcsin(jnp.sqrt(jnp.clip(ratio / ratio_max, 0.0, 1.0)))
+
+
 class CAMEL(AbstractLaw):
     """Capacity-aware mixture law.
 
@@ -141,7 +182,16 @@ class CAMEL(AbstractLaw):
     t, K, alpha, beta, C in the user's units (K is infinite and C minus infinite in the log-law limit);
     `log_limit_params()` the finite coordinates.
 
-    **Bound** (opt-in): `beta_max=b` holds every beta_i in [0, b] by beta_i = b sin(raw_i)^2, where both ends are
+    **Bounds**. The free law holds alpha_i / beta_i <= `ratio_max` = 1/3 by default, by g_i = ratio_max
+    sin(raw_i)^2 (both ends regular points): the tied law's range, g_i = 1 / (c + beta_i) < 1/c, at the paper's
+    scale index c = 3 (with M proportional to capacity, c = 1, the theorem's range is g_i < 1: pass `ratio_max=1`;
+    None: no bound). Unbounded, the free fit of the paper's 66-run design wants a term ever sharper in the
+    mixture (alpha_i -> 14-23 with K_i -> 0, beta_i ~5: the objective still falls after 20,000 steps) and 12-34%
+    of 32 starts converged (worlds 0-2); within the bound 88-100%, and held-out errors fell on average (measured
+    in docs/performance.md, issue 29). `from_params` builds without it unless given, so that any parameters can
+    be built.
+
+    `beta_max=b` (opt-in) holds every beta_i in [0, b] by beta_i = b sin(raw_i)^2, where both ends are
     regular points: a start whose data want an ever sharper size term (K -> 0 with beta -> infinity, a term that
     only the smallest runs see) stops at the bound, converged, instead of running to the step cap. For a tied law,
     b = c bounds the domain exponents a_i = beta_i / c by 1 (alpha_i <= 1/2). Not the default: measured in
@@ -170,6 +220,7 @@ class CAMEL(AbstractLaw):
     beta_bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
     loss_scale: float = eqx.field(static=True, default=1.0)
     beta_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound (the default)
+    ratio_max: float | None = eqx.field(static=True, default=None)  # free law: alpha / beta <= it (None: no bound)
 
     @property
     def t(self) -> Array:
@@ -195,7 +246,7 @@ class CAMEL(AbstractLaw):
         if self.tied:
             return 1.0 / (self.capacity_exponent + self.beta)
         assert self.raw_alpha is not None
-        return self.raw_alpha * self.raw_alpha
+        return ratio_value(self.raw_alpha, self.ratio_max)
 
     @property
     def alpha(self) -> Array:
@@ -260,10 +311,12 @@ class CAMEL(AbstractLaw):
         beta_bounds: tuple[float, float] | None = None,
         loss_scale: float = 1.0,
         beta_max: float | None = None,
+        ratio_max: float | str | None = None,
     ) -> CAMEL:
         """Build from the paper's constrained values (K > 0, beta > 0). When `tied`, `alpha` is derived from
         `beta`; passing it is allowed only if it agrees (so that `from_params(**law.params(), tied=True)`
-        round-trips). `beta_max`: see `sample_init` (beta must be <= it)."""
+        round-trips). `beta_max`, `ratio_max`: see `sample_init` (beta, and alpha / beta, must be <= them); unlike
+        there, `ratio_max` is None (no bound) unless given, so that any parameters can be built."""
         if tied and alpha is not None and not isinstance(alpha, jax.core.Tracer):
             if not jnp.allclose(jnp.asarray(alpha), tied_alpha(jnp.asarray(beta), capacity_exponent), rtol=1e-8):
                 raise ValueError(
@@ -274,6 +327,7 @@ class CAMEL(AbstractLaw):
             raise ValueError("`alpha` is required when tied=False")
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
         beta_max = resolve_beta_max(beta_max, beta_bounds)
+        ratio_max = resolve_ratio_max(ratio_max, tied)
         size_scale = positive_number(size_scale, "size_scale")
         loss_scale = positive_number(loss_scale, "loss_scale")
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0}
@@ -288,7 +342,7 @@ class CAMEL(AbstractLaw):
             raw_alpha = None
         else:
             positive_inverse(p["alpha"], None, "alpha")
-            raw_alpha = jnp.sqrt(p["alpha"] / p["beta"])
+            raw_alpha = ratio_inverse(p["alpha"] / p["beta"], ratio_max)
         raw_beta = beta_inverse(p["beta"], beta_bounds, beta_max)
         return cls(
             t_roots=simplex_roots(p["t"], axis=-2, name="t"),
@@ -303,6 +357,7 @@ class CAMEL(AbstractLaw):
             beta_bounds=beta_bounds,
             loss_scale=loss_scale,
             beta_max=beta_max,
+            ratio_max=ratio_max,
         )
 
     @classmethod
@@ -319,16 +374,25 @@ class CAMEL(AbstractLaw):
         beta_bounds: tuple[float, float] | None = None,
         loss_scale: float = 1.0,
         beta_max: float | None = None,
+        ratio_max: float | str | None = "default",
     ) -> CAMEL:
         """A random start in the law's units (`loss_scale`, `size_scale`): profiles near uniform, the level C1 in
         [0.8, 1.2], slopes b in [0.003, 0.3], beta in [0.05, 1.5] (at most 0.9 `beta_max`) and (free law)
-        alpha / beta in [0.1, 3]. `beta_max`: an upper bound on beta (None, the default: none; see `CAMEL`)."""
+        alpha / beta in [0.1, 3] (at most 0.9 `ratio_max`). `beta_max`: an upper bound on beta (None, the default:
+        none); `ratio_max`: an upper bound on the free law's alpha / beta ("default": 1/3; None: none). See
+        `CAMEL`'s **Bounds**."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
         k_t, k_b, k_a, k_beta, k_C = jax.random.split(key, 5)
         alpha_bounds, beta_bounds = _bounds(tied, alpha_bounds, beta_bounds)
         beta_max = resolve_beta_max(beta_max, beta_bounds)
+        ratio_max = resolve_ratio_max(ratio_max, tied)
         b = jnp.exp(log_uniform(k_b, (n_domains,), 0.003, 0.3))
-        raw_alpha = None if tied else jnp.exp(0.5 * log_uniform(k_a, (n_domains,), 0.1, 3.0))  # sqrt(alpha / beta)
+        log_ratio = log_uniform(k_a, (n_domains,), 0.1, 3.0)
+        raw_alpha: Array | None = None  # tied: derived
+        if not tied and ratio_max is not None:
+            raw_alpha = ratio_inverse(jnp.minimum(jnp.exp(log_ratio), 0.9 * ratio_max), ratio_max)
+        elif not tied:
+            raw_alpha = jnp.exp(0.5 * log_ratio)  # sqrt(alpha / beta)
         if beta_bounds is None:
             raw_beta = beta_inverse(start_beta(k_beta, (n_domains,), beta_max), None, beta_max)
         else:
@@ -346,6 +410,7 @@ class CAMEL(AbstractLaw):
             beta_bounds=beta_bounds,
             loss_scale=positive_number(loss_scale, "loss_scale"),
             beta_max=beta_max,
+            ratio_max=ratio_max,
         )
 
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
@@ -369,4 +434,5 @@ class CAMEL(AbstractLaw):
             "beta_bounds": self.beta_bounds,
             "loss_scale": self.loss_scale,
             "beta_max": self.beta_max,
+            "ratio_max": self.ratio_max,
         }

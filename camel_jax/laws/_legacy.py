@@ -326,8 +326,17 @@ class _Format5DML:
         return DML.sample_init(key, **{"t_max": None, **structure})
 
 
+class _Format5CAMEL:
+    """CAMEL as files up to format 5 stored it: no bound on the free law's alpha / beta (then the only layout), so
+    the skeleton is today's class without the bound and no conversion is needed."""
+
+    @classmethod
+    def sample_init(cls, key: Array, **structure: Any) -> CAMEL:
+        return CAMEL.sample_init(key, **{"ratio_max": None, **structure})
+
+
 # The classes a format-5 file names whose default layout changed in format 6.
-FORMAT_5: dict[str, type] = {"DML": _Format5DML}
+FORMAT_5: dict[str, type] = {"DML": _Format5DML, "CAMEL": _Format5CAMEL}
 # The classes a format-4 file names whose default layout changed in format 5.
 FORMAT_4: dict[str, type] = {"SODMAdditive": _Format4SODMAdditive, "SODMJoint": _Format4SODMJoint}
 # The classes a format-2 file names whose layout changed in format 3.
@@ -343,7 +352,7 @@ _LEGACY = (LegacyCAMEL, LegacyCAMELData, LegacySODMAdditive, LegacySODMJoint, Le
 def legacy_layouts(version: int) -> dict[str, type]:
     """The old layouts of the laws a file of `version` stores, by the name the file uses. (Format 4 adds CAMEL's
     and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are; format 5 SODM's
-    `mixture_chart`, "log" when absent; format 6 DML's `t_max`, None when absent.)"""
+    `mixture_chart`, "log" when absent; format 6 DML's `t_max` and CAMEL's `ratio_max`, None when absent.)"""
     return (
         (FORMAT_5 if version < 6 else {})
         | (FORMAT_4 if version < 5 else {})
