@@ -1,10 +1,37 @@
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import jax
 import pytest
+
+# Compile time is most of this suite's time on a CPU. XLA's CPU backend compiles this project's programs with its
+# older fusion emitters in ~40% less CPU time, with the same run time and results (measured on the fit program of
+# tied CAMEL k=3 on the paper's design, 2 cores: 7.1 -> 3.9 CPU-seconds; 512 starts run 8.9 vs 7.9 CPU-seconds; the
+# same objective to the last digit). Set once here, before JAX starts its backend, and inherited by the xdist
+# workers, notebook kernels and command-line subprocesses. An unknown flag aborts XLA, so it is set only when a
+# probe process accepts it (a future jaxlib may drop it), and never over a flag the user set.
+FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _fast_compile() -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_use_fusion_emitters" in flags:
+        return
+    wanted = f"{flags} {FAST_COMPILE}".strip()
+    probe = [sys.executable, "-c", "import jax; jax.devices('cpu')"]
+    try:
+        accepted = subprocess.run(probe, env={**os.environ, "XLA_FLAGS": wanted}, capture_output=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if accepted.returncode == 0:
+        os.environ["XLA_FLAGS"] = wanted
+
+
+_fast_compile()
 
 # The command line's persistent compilation cache stays off in tests that call it in-process (one test turns it
 # on in a subprocess): a test run must not write to the user's cache folder.
