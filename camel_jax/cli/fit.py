@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..laws._camel import CAPACITY_EXPONENT
 from ..laws._registry import LAW_NAMES, LAWS, law_entry
 from ._common import UserError, _best_starts, _check_destination, _read_csv, _write_outputs
 
@@ -32,7 +33,8 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--tokens", help="tokens column (default: 'tokens' if present and the law uses it)")
     fit.add_argument("--target", default="loss", help="loss column (default 'loss')")
     fit.add_argument("--domains", type=int, default=3, help="CAMEL/DML intrinsic domains k (default 3)")
-    fit.add_argument("--capacity-exponent", type=float, default=1.0, help="tied CAMEL: capacity ~ M^c (default 1)")
+    fit.add_argument("--capacity-exponent", type=float, default=CAPACITY_EXPONENT,
+                     help="tied CAMEL: capacity ~ M^c (default 3, the paper's scale index)")
     fit.add_argument("--restarts", type=int, default=32)
     fit.add_argument("--resamples", type=int, default=200, help="bootstrap resamples for the intervals (0: none)")
     fit.add_argument("--seed", type=int, default=0)

@@ -20,6 +20,7 @@ from jaxtyping import Array, ArrayLike
 from ..fitting._fit import fit
 from ..fitting._io import MixtureData
 from ..laws import CAMEL, DML, PowerLaw
+from ..laws._camel import CAPACITY_EXPONENT
 from ..solver._options import FitOptions
 from ._design import sample_design
 
@@ -347,7 +348,7 @@ def select_domains(
     repeats: int = 10,
     key: Array,
     tied: bool = True,
-    capacity_exponent: float = 1.0,
+    capacity_exponent: float = CAPACITY_EXPONENT,
     size_scale: float = 1.0,
     metric: str = "mape",
     restarts: int = 16,

@@ -20,7 +20,16 @@ from ._base import (
     simplex_from_roots,
     simplex_roots,
 )
-from ._camel import beta_inverse, beta_value, data_scale, exprel, resolve_beta_max, start_beta, tied_alpha
+from ._camel import (
+    CAPACITY_EXPONENT,
+    beta_inverse,
+    beta_value,
+    data_scale,
+    exprel,
+    resolve_beta_max,
+    start_beta,
+    tied_alpha,
+)
 
 
 class CAMELData(AbstractLaw):
@@ -62,7 +71,7 @@ class CAMELData(AbstractLaw):
     tied: bool = eqx.field(static=True, default=False)
     shared_exponents: bool = eqx.field(static=True, default=False)
     tokens: bool = eqx.field(static=True, default=True)
-    capacity_exponent: float = eqx.field(static=True, default=1.0)
+    capacity_exponent: float = eqx.field(static=True, default=CAPACITY_EXPONENT)
     size_scale: float = eqx.field(static=True, default=1.0)
     tokens_scale: float = eqx.field(static=True, default=1.0)
     loss_scale: float = eqx.field(static=True, default=1.0)
@@ -141,7 +150,7 @@ class CAMELData(AbstractLaw):
         tied: bool = False,
         shared_exponents: bool = False,
         tokens: bool = True,
-        capacity_exponent: float = 1.0,
+        capacity_exponent: float = CAPACITY_EXPONENT,
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
@@ -193,7 +202,7 @@ class CAMELData(AbstractLaw):
         tied: bool = False,
         shared_exponents: bool = False,
         tokens: bool = True,
-        capacity_exponent: float = 1.0,
+        capacity_exponent: float = CAPACITY_EXPONENT,
         size_scale: float = 1.0,
         tokens_scale: float = 1.0,
         loss_scale: float = 1.0,
