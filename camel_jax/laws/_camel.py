@@ -103,20 +103,26 @@ def beta_value(raw: Array, bounds: tuple[float, float] | None, beta_max: float |
     return raw * raw
 
 
+def square_inverse(value: Array, bound: float | None, name: str, bound_name: str) -> Array:
+    """The raw coordinate of `value` = raw^2 (`bound` None) or bound sin(raw)^2 (`beta_value`, `ratio_value`): a
+    negative value, or one above `bound`, is a `ValueError` naming `name` and the setting `bound_name`."""
+    if not isinstance(value, jax.core.Tracer):
+        checked = np.asarray(value)
+        if np.any(checked < 0):
+            raise ValueError(f"{name} must be >= 0; got {checked}")
+        if bound is not None and np.any(checked > bound * (1 + 1e-12)):
+            raise ValueError(
+                f"{name} = {checked} exceeds `{bound_name}` = {bound}; pass {bound_name}=None (no bound) or a "
+                "larger bound to allow it"
+            )
+    if bound is None:
+        return jnp.sqrt(value)
+    return jnp.arcsin(jnp.sqrt(jnp.clip(value / bound, 0.0, 1.0)))
+
+
 def beta_inverse(beta: Array, bounds: tuple[float, float] | None, beta_max: float | None = None) -> Array:
     if bounds is None:
-        if not isinstance(beta, jax.core.Tracer):
-            value = np.asarray(beta)
-            if np.any(value < 0):
-                raise ValueError(f"parameter `beta` must be >= 0; got {value}")
-            if beta_max is not None and np.any(value > beta_max * (1 + 1e-12)):
-                raise ValueError(
-                    f"parameter `beta` = {value} exceeds `beta_max` = {beta_max}; pass beta_max=None (no bound) or a "
-                    "larger bound to allow it"
-                )
-        if beta_max is None:
-            return jnp.sqrt(beta)
-        return jnp.arcsin(jnp.sqrt(jnp.clip(beta / beta_max, 0.0, 1.0)))
+        return square_inverse(beta, beta_max, "parameter `beta`", "beta_max")
     return positive_inverse(beta, bounds, "beta")
 
 
@@ -143,18 +149,7 @@ def ratio_value(raw: Array, ratio_max: float | None) -> Array:
 
 
 def ratio_inverse(ratio: Array, ratio_max: float | None) -> Array:
-    if not isinstance(ratio, jax.core.Tracer):
-        value = np.asarray(ratio)
-        if np.any(value < 0):
-            raise ValueError(f"`alpha / beta` must be >= 0; got {value}")
-        if ratio_max is not None and np.any(value > ratio_max * (1 + 1e-12)):
-            raise ValueError(
-                f"`alpha / beta` = {value} exceeds `ratio_max` = {ratio_max}; pass ratio_max=None (no bound) or a "
-                "larger bound to allow it"
-            )
-    if ratio_max is None:
-        return jnp.sqrt(ratio)
-    return jnp.arcsin(jnp.sqrt(jnp.clip(ratio / ratio_max, 0.0, 1.0)))
+    return square_inverse(ratio, ratio_max, "`alpha / beta`", "ratio_max")
 
 
 class CAMEL(AbstractLaw):
