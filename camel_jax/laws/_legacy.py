@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._base import positive
+from ._base import AbstractLaw, positive
 from ._camel import CAMEL, tied_alpha
 from ._camel_data import CAMELData
 from ._chinchilla import Chinchilla
@@ -296,49 +296,26 @@ class LegacyChinchilla(eqx.Module):
         )  # fmt: skip
 
 
-class _Format4SODMAdditive:
-    """SODMAdditive as files of formats 3 and 4 stored it: the "log" chart of the mixture term (then the only
-    one), so the skeleton is today's class in that chart and no conversion is needed."""
+def _as_written(law: type[AbstractLaw], **defaults: Any) -> type:
+    """`law` as files before a format change stored it: today's class with the structure `defaults` of the time,
+    the layout those files were written in, so that their skeleton needs no conversion (`load` calls its
+    `sample_init` and reads its `CHOICES`)."""
 
-    CHOICES = SODMAdditive.CHOICES
+    def sample_init(cls: type, key: Array, **structure: Any) -> AbstractLaw:
+        return law.sample_init(key, **{**defaults, **structure})
 
-    @classmethod
-    def sample_init(cls, key: Array, **structure: Any) -> SODMAdditive:
-        return SODMAdditive.sample_init(key, **{"mixture_chart": "log", **structure})
-
-
-class _Format4SODMJoint:
-    """SODMJoint as files of formats 3 and 4 stored it (see `_Format4SODMAdditive`)."""
-
-    CHOICES = SODMJoint.CHOICES
-
-    @classmethod
-    def sample_init(cls, key: Array, **structure: Any) -> SODMJoint:
-        return SODMJoint.sample_init(key, **{"mixture_chart": "log", **structure})
+    return type(f"_AsWritten{law.__name__}", (), {"CHOICES": law.CHOICES, "sample_init": classmethod(sample_init)})
 
 
-class _Format5DML:
-    """DML as files of formats 3 to 5 stored it: unbounded (raw_kappa = sqrt(kappa), then the only layout), so the
-    skeleton is today's class with t_max = None and no conversion is needed."""
-
-    @classmethod
-    def sample_init(cls, key: Array, **structure: Any) -> DML:
-        return DML.sample_init(key, **{"t_max": None, **structure})
-
-
-class _Format5CAMEL:
-    """CAMEL as files up to format 5 stored it: no bound on the free law's alpha / beta (then the only layout), so
-    the skeleton is today's class without the bound and no conversion is needed."""
-
-    @classmethod
-    def sample_init(cls, key: Array, **structure: Any) -> CAMEL:
-        return CAMEL.sample_init(key, **{"ratio_max": None, **structure})
-
-
-# The classes a format-5 file names whose default layout changed in format 6.
-FORMAT_5: dict[str, type] = {"DML": _Format5DML, "CAMEL": _Format5CAMEL}
-# The classes a format-4 file names whose default layout changed in format 5.
-FORMAT_4: dict[str, type] = {"SODMAdditive": _Format4SODMAdditive, "SODMJoint": _Format4SODMJoint}
+# The classes a format-5 file names whose default layout changed in format 6: DML unbounded (raw_kappa = sqrt(kappa))
+# and CAMEL without the free law's bound on alpha / beta, then the only layouts.
+FORMAT_5: dict[str, type] = {"DML": _as_written(DML, t_max=None), "CAMEL": _as_written(CAMEL, ratio_max=None)}
+# The classes a format-4 file names whose default layout changed in format 5: SODM's mixture term in the "log" chart,
+# then the only one.
+FORMAT_4: dict[str, type] = {
+    "SODMAdditive": _as_written(SODMAdditive, mixture_chart="log"),
+    "SODMJoint": _as_written(SODMJoint, mixture_chart="log"),
+}
 # The classes a format-2 file names whose layout changed in format 3.
 FORMAT_2: dict[str, type] = {
     "SODMAdditive": LegacySODMAdditive,
