@@ -3,6 +3,8 @@ scale, calibration of a law that extrapolates well against one that cannot, the 
 
 Coverage itself needs many worlds: `benchmarks/study_calibration.py` measures it; these tests check the machinery."""
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,8 @@ from jax.scipy.stats import norm
 import camel_jax as cj
 from camel_jax import simulate
 from camel_jax.fitting._calibrate import _moments, t_quantile
+
+DATA = Path(__file__).parent / "data"
 
 
 def _calibration(kappa_level, kappa_mix, size_max=10.0, log_scale=True, cells=(0.2, 0.2, 0.4)):
@@ -368,17 +372,30 @@ def test_cli_optimize_prints_the_verdict_for_a_batched_pipeline(tmp_path, capsys
     assert "--reference is only used with --max-shift" in capsys.readouterr().err
 
 
+TRAINED = np.array([0.25, 0.5, 0.75, 1.0])  # the fold's trained sizes: log sizes -1.39..0, one run each
+
+
+def _leverage_distance(size):
+    """Distance of `size` from the trained sizes, written out: (log size - mean log size) / sqrt(sum of squares)."""
+    logs = np.log(TRAINED)
+    return (np.log(size) - logs.mean()) / np.sqrt(np.sum((logs - logs.mean()) ** 2))
+
+
 def _held_out(rng, *, scale, floor, slope, noise, level, n_cells, runs=11, spread=0.002):
-    """One fold (trained on sizes <= 1) and `n_cells` held-out sizes of `runs` runs each, at distances from 0.1
-    to 0.4: the predicted score f = mu_c + x, the measured one mu_c + a_c + scale x + own + noise, with a_c
-    the cell's shared error, `own` N(0, floor^2 + slope^2 d^2) per run and `noise` the measurement's."""
-    d = np.repeat(np.linspace(0.1, 0.4, n_cells), runs)
+    """One fold trained on `TRAINED` (sizes <= 1) and `n_cells` held-out sizes of `runs` runs each, at log sizes
+    0.1 to 0.4 past it: the predicted score f = mu_c + x, the measured one mu_c + a_c + scale x + own + noise, with
+    a_c the cell's shared error, `own` N(0, floor^2 + slope^2 d^2) per run at the cell's leverage distance d and
+    `noise` the measurement's. The trained runs come first; their scores are never compared."""
+    size = np.repeat(np.exp(np.linspace(0.1, 0.4, n_cells)), runs)
+    d = _leverage_distance(size)
     x = spread * rng.standard_normal(len(d))
     mu = np.repeat(rng.uniform(0.4, 0.6, n_cells), runs)
     shared = np.repeat(level * rng.standard_normal(n_cells), runs)
     own = np.sqrt(floor**2 + (slope * d) ** 2) * rng.standard_normal(len(d))
     measured = mu + shared + scale * x + own + noise * rng.standard_normal(len(d))
-    return (mu + x)[None, :], measured, np.exp(d), np.array([1.0])
+    trained = np.full(len(TRAINED), 0.5)
+    predicted = np.concatenate([trained, mu + x])[None, :]
+    return predicted, np.concatenate([trained, measured]), np.concatenate([TRAINED, size]), np.array([1.0])
 
 
 def test_decision_calibration_recovers_known_scale_and_error_scales():
@@ -390,11 +407,19 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
     assert float(cal.scale) == pytest.approx(2.5, rel=0.03)
     assert float(cal.gain_floor) == pytest.approx(0.001, abs=3e-4)
     assert float(cal.gain_slope) == pytest.approx(0.004, rel=0.15)
+    # the final fit's distance is measured from all the runs given, as each fold's is from its own
+    everything = np.log(size)
+    assert float(cal.center) == pytest.approx(everything.mean(), rel=1e-12)
+    assert float(cal.spread) == pytest.approx(np.sqrt(np.sum((everything - everything.mean()) ** 2)), rel=1e-12)
+    M = 2.0
+    assert cal.distance(M) == pytest.approx((np.log(M) - everything.mean()) / float(cal.spread), rel=1e-12)
+    assert cal.distance(np.exp(everything.mean()) / 2) == 0.0  # below the runs' mean log size: no distance
     # the score's own error: the cell's shared error, the shrunk deviations and each run's own error
-    d = 0.3
+    d = 0.8  # inside the held-out cells' distances (0.66-0.95), as an estimate is read
     total = np.sqrt(0.01**2 + (1.5 * 0.002) ** 2 + 0.001**2 + (0.004 * d) ** 2)
-    assert float(cal.value_sd(float(cal.size_max) * np.exp(d))) == pytest.approx(total, rel=0.15)
-    assert cal.value_sd(1.0) == pytest.approx(float(cal.value_floor))  # inside the data: d = 0
+    at_d = float(np.exp(float(cal.center) + d * float(cal.spread)))
+    assert cal.value_sd(at_d) == pytest.approx(total, rel=0.15)
+    assert cal.value_sd(0.1) == pytest.approx(float(cal.value_floor))  # well inside the data: d = 0
     assert "4400 held-out runs in 400" in cal.summary() and "repeated runs" in cal.summary()
     # a noise that is not the repeats' scatter is not subtracted: the error scales then hold it
     unsure = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"])
@@ -404,9 +429,10 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
 
 def test_the_calibrated_gain_band_covers_at_its_level_where_the_model_holds():
     # A linear-in-parameters world: each decision's true gain is scale x (predicted gain) plus the two mixtures'
-    # own Gaussian errors, and the calibration sees 3 held-out cells of 11 runs, as in the paper's design. The
-    # band (Student-t on the estimated error scale) then covers at its nominal 95% up to the estimate's own
-    # error: measured 0.94 over these 400 draws (binomial se 0.012), half-width 1.9x the RMSE.
+    # own Gaussian errors, and the calibration sees 3 held-out cells of 11 runs, as in the paper's design; the
+    # decision is read at a distance inside the cells' (as the paper's M=12 and M=20 are: 0.26 and 0.47 against
+    # 0.29-0.45). The band (Student-t on the estimated error scale) then covers at its nominal 95% up to the
+    # estimate's own error: measured 0.94 over these 400 draws (binomial se 0.012), half-width 1.9x the RMSE.
     rng = np.random.default_rng(1)
     from camel_jax.mixture._decide import _calibrated
 
@@ -418,12 +444,28 @@ def test_the_calibrated_gain_band_covers_at_its_level_where_the_model_holds():
         g_pred = 0.002 * rng.standard_normal()
         true_gain = 2.0 * g_pred + 0.002 * (rng.standard_normal() - rng.standard_normal())
         draws = np.array([[0.5 + g_pred, 0.5]] * 4)  # a bootstrap that does not move
-        d = _calibrated(draws, np.full(3, 1 / 3), float(size.max()) * 1.3, cal, 0.95, 0.0, None)
+        at = float(np.exp(float(cal.center) + 0.8 * float(cal.spread)))  # inside the cells' distances 0.66-0.95
+        d = _calibrated(draws, np.full(3, 1 / 3), at, cal, 0.95, 0.0, None)
         covered.append(d.gain_low <= true_gain <= d.gain_high)
         widths.append((d.gain_high - d.gain_low) / 2)
         errors.append(d.gain - true_gain)
     assert 0.91 <= np.mean(covered) <= 0.98, np.mean(covered)
     assert np.mean(widths) / np.sqrt(np.mean(np.square(errors))) < 2.5
+
+
+def test_a_format_6_pipeline_fit_decides_as_the_code_that_wrote_it():
+    # written by the format-6 code (main at 08499a5, the `small_pipeline_fit` above): its decision calibration
+    # measured distances in plain log size past the largest trained size, and loads so
+    fitted = cj.load(DATA / "format6_pipeline_fit.npz")
+    expected = np.load(DATA / "format6_pipeline_expected.npz")
+    dc = fitted.decision_calibration
+    assert float(dc.center) == pytest.approx(np.log(8.0), rel=1e-15) and float(dc.spread) == 1.0
+    assert dc.value_sd(20.0) == pytest.approx(float(expected["value_sd_20"]), rel=1e-12)
+    assert dc.gain_sd(20.0, 0.01) == pytest.approx(float(expected["gain_sd_20"]), rel=1e-12)
+    d = cj.optimal_mixture(fitted, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
+                           reference=simulate.REFERENCE, max_shift=0.2).decision  # fmt: skip
+    for name in ("gain", "gain_low", "gain_high", "value", "value_low", "value_high"):
+        assert getattr(d, name) == pytest.approx(float(expected[name]), rel=1e-6, abs=1e-9), name
 
 
 def test_the_held_out_verdict_reads_the_calibrated_gain():
@@ -434,7 +476,7 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     boot = draws[:, 0] - draws[:, 1]
 
     def cal(scale, gain_floor, n_runs=33.0):
-        values = (10.0, 0.001, 0.0, scale, 0.1, gain_floor, 0.0, 0.001, 3.0, n_runs, 0.0)
+        values = (10.0, 0.001, 0.0, scale, 0.1, gain_floor, 0.0, 0.001, 3.0, n_runs, 0.0, np.log(10.0), 1.0)
         return cj.DecisionCalibration(*(jnp.asarray(v) for v in values))
 
     sharp = cal(1.5, 1e-5)

@@ -321,14 +321,18 @@ class DecisionCalibration(eqx.Module):
     """What held-out sizes say about the score and about the gain of one mixture over another, in score
     units (see `calibrate_decision`).
 
-    At a size M with d = max(0, log(M / size_max)), beyond what the bootstrap sees:
+    At a size M, at distance d(M) = max(0, log M - `center`) / `spread` from the trained sizes (their mean log size
+    and the square root of their log sizes' sum of squared deviations, as a regression in log size measures
+    leverage), beyond what the bootstrap sees:
     - the score of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2);
     - the true gain of r over r0 is `scale` times the predicted one (known to `scale_se`) plus
       N(0, 2 (gain_floor^2 + gain_slope^2 d^2)): each mixture's own error, the error both share cancelling.
 
     **Fields** (scalars): those above, `noise_sd` (one run's measured score: the noise floor),
     `n_cells` (held-out (fold, size) cells), `n_runs` (held-out runs over all folds), `replicated` (1 when the
-    noise came from repeated runs, 0 when from the loss-to-benchmark fits' residuals), `size_max`.
+    noise came from repeated runs, 0 when from the loss-to-benchmark fits' residuals), `size_max` (the largest
+    trained size). Calibrations saved before format 7 measured the distance from `size_max` in plain log size
+    (`center` = log size_max, `spread` = 1), and load so.
     """
 
     size_max: Array
@@ -342,10 +346,12 @@ class DecisionCalibration(eqx.Module):
     n_cells: Array
     n_runs: Array
     replicated: Array
+    center: Array
+    spread: Array
 
     def distance(self, size: float) -> float:
-        """d(M) = max(0, log(M / size_max))."""
-        return max(0.0, float(np.log(size / float(self.size_max))))
+        """d(M) = max(0, log M - center) / spread."""
+        return max(0.0, float(np.log(size)) - float(self.center)) / float(self.spread)
 
     def value_sd(self, size: float) -> float:
         """The score's error at `size` that the bootstrap does not see."""
@@ -383,11 +389,16 @@ def calibrate_decision(
     """Calibrate the score and the gain on held-out sizes (method of moments, see `DecisionCalibration`).
 
     Fold j was fitted on the runs of size <= keeps[j] and predicted the score `predicted[j]` at every run;
-    each larger size it did not see is a cell c of H_c runs at distance d_c = log(size / keeps[j]). With
-    e_p = predicted - measured and s^2 = `noise_sd`^2 when it is the scatter of repeated runs (`replicated`), else
-    s^2 = 0 (one run's pure measurement noise is then unknown: the benchmark fits' residuals also hold their
-    law's lack of fit, which a prediction at the pick suffers as much as one at a held-out run, and subtracting
-    them left the gain's own error at zero and its band covering 45-60% in the zoo's default family):
+    each larger size it did not see is a cell c of H_c runs. Its distance d_c = (log size - mean_j) / spread_j
+    is measured from the fold's own trained runs (mean_j: their mean log size; spread_j: the square root of
+    their log sizes' sum of squared deviations), as the final fit's distance is from all the runs: a fold
+    trained on 4 of 6 sizes extrapolates worse than the full fit does by as far, and the leverage of a
+    regression in log size says by how much (study 5: in plain log size the score's band at M=20 was 4.0-4.5x
+    its error, read at twice the largest held-out distance). With e_p = predicted - measured and
+    s^2 = `noise_sd`^2 when it is the scatter of repeated runs (`replicated`), else s^2 = 0 (one run's pure
+    measurement noise is then unknown: the benchmark fits' residuals also hold their law's lack of fit, which a
+    prediction at the pick suffers as much as one at a held-out run, and subtracting them left the gain's own
+    error at zero and its band covering 45-60% in the zoo's default family):
     - the score: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
     - the gain: within a cell, the runs' predicted and measured deviations from the cell's means (the error
       every mixture shares cancels, as in a gain) give the scale by least squares through the origin,
@@ -411,34 +422,42 @@ def calibrate_decision(
     value, gain, dev_pred, dev_meas = [], [], [], []
     n_cells = 0
     for keep, pred in zip(keeps, predicted):
+        center, spread = _leverage(size[used & (size <= keep)])
         for held in np.unique(size[used & (size > keep)]):
             cell = used & (size == held) & np.isfinite(pred)
-            if cell.sum() < 2:
+            if cell.sum() < 2 or spread == 0:
                 continue
             n_cells += 1
-            d2 = float(np.log(held / keep)) ** 2
+            d2 = ((float(np.log(held)) - center) / spread) ** 2
             err = pred[cell] - measured[cell]
             value += [(d2, e**2 - noise2) for e in err]
             dev_pred.append(pred[cell] - pred[cell].mean())
             dev_meas.append(measured[cell] - measured[cell].mean())
             gain.append((d2, cell.sum()))
     if n_cells == 0:
-        raise ValueError("no held-out cell with >= 2 runs: the decision cannot be calibrated")
+        raise ValueError("no held-out cell with >= 2 runs past >= 2 trained sizes: the decision cannot be calibrated")
     fp, ym = np.concatenate(dev_pred), np.concatenate(dev_meas)
-    spread = float(fp @ fp)
-    scale = float(fp @ ym) / spread if spread > 0 else 1.0
+    spread_dev = float(fp @ fp)
+    scale = float(fp @ ym) / spread_dev if spread_dev > 0 else 1.0
     u = ym - scale * fp
     n_runs = len(u)
-    scale_se = float(np.sqrt(u @ u / max(n_runs - n_cells - 1, 1) / spread)) if spread > 0 else 0.0
+    scale_se = float(np.sqrt(u @ u / max(n_runs - n_cells - 1, 1) / spread_dev)) if spread_dev > 0 else 0.0
     own, start = [], 0
     for d2, H in gain:
         own += [(d2, x**2 * H / (H - 1) - noise2) for x in u[start : start + H]]
         start += H
     value_floor, value_slope = _floor_and_slope(np.asarray(value))
     gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
+    center, spread = _leverage(size[used])
     scalars = (float(size[used].max()), value_floor, value_slope, scale, scale_se, gain_floor, gain_slope,
-               float(noise_sd), n_cells, n_runs, float(replicated))  # fmt: skip
+               float(noise_sd), n_cells, n_runs, float(replicated), center, spread)  # fmt: skip
     return DecisionCalibration(*(jnp.asarray(float(x)) for x in scalars))
+
+
+def _leverage(sizes: np.ndarray) -> tuple[float, float]:
+    """The trained runs' mean log size and the square root of their log sizes' sum of squared deviations."""
+    logs = np.log(sizes)
+    return float(logs.mean()), float(np.sqrt(np.sum((logs - logs.mean()) ** 2)))
 
 
 def _floor_and_slope(rows: np.ndarray) -> tuple[float, float]:

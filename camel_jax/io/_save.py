@@ -27,6 +27,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from .._version import __version__
 from ..fitting._bootstrap import BootstrapResult
@@ -42,8 +43,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # files are converted on load). 4: CAMEL's and CAMELData's optional `beta_max`. 5: SODMAdditive's and SODMJoint's
 # `mixture_chart` (a string; earlier files hold the "log" chart, and load so). 6: DML's `t_max`, a bound on each
 # term's rate, and CAMEL's `ratio_max`, the free law's bound on alpha / beta (earlier files hold unbounded laws, and
-# load so).
-FORMAT_VERSION = 6
+# load so). 7: a `DecisionCalibration`'s `center` and `spread` (its distances in leverage units; earlier files
+# measured them in plain log size past `size_max`, and load so).
+FORMAT_VERSION = 7
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -444,24 +446,47 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     cal = meta.get("calibration")
     calibration = None if cal is None else _calibration_skeleton(cal, f"{path}: calibration", len(loss_fit.inputs))
     zero = jnp.zeros(())
+    decision: Any = _decision_skeleton(meta, path)  # a layout before format 7 is converted once loaded
     skeleton = PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit,
                            resamples=zero if meta["resampled"] else None, calibration=calibration,
-                           score_noise=0.0, decision_calibration=_decision_skeleton(meta, path))  # fmt: skip
+                           score_noise=0.0, decision_calibration=decision)  # fmt: skip
     picks = _pipeline_picks(pipeline, "pipeline.", lambda o: o.pipeline)
     if pipelines is not None:
         picks += _pipeline_picks(pipelines, "pipelines.", lambda o: o.pipelines)
     return skeleton, picks + [("loss_fit.law", lambda o: o.loss_fit.law), ("loss_fit.laws", lambda o: o.loss_fit.laws)]
 
 
-def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | None:
+def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | _DecisionBefore7 | None:
     """A decision calibration's skeleton (all its fields are scalar leaves), or None (also for files written
-    before it existed)."""
+    before it existed); files before format 7 store the fields of `_DecisionBefore7`."""
     present = meta.get("decision_calibration", False)
     if not isinstance(present, bool):
         raise ValueError(f"{path}: decision_calibration must be true or false")
     if not present:
         return None
-    return DecisionCalibration(*(jnp.zeros(()) for _ in dataclasses.fields(DecisionCalibration)))
+    cls = _DecisionBefore7 if meta.get("format_version", 0) < 7 else DecisionCalibration
+    return cls(*(jnp.zeros(()) for _ in dataclasses.fields(cls)))
+
+
+class _DecisionBefore7(eqx.Module):
+    """A `DecisionCalibration` as formats 5-6 stored it: distances in plain log size past `size_max`."""
+
+    size_max: Array
+    value_floor: Array
+    value_slope: Array
+    scale: Array
+    scale_se: Array
+    gain_floor: Array
+    gain_slope: Array
+    noise_sd: Array
+    n_cells: Array
+    n_runs: Array
+    replicated: Array
+
+    def to_current(self) -> DecisionCalibration:
+        """The same calibration: distance max(0, log M - log size_max) / 1."""
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return DecisionCalibration(**values, center=jnp.log(self.size_max), spread=jnp.ones_like(self.size_max))
 
 
 def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
@@ -568,9 +593,13 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
     if decision is not None:
         for field in dataclasses.fields(DecisionCalibration):
             value = np.asarray(getattr(decision, field.name))
-            signed = field.name == "scale"  # a law can predict a mixture's effect with the wrong sign
+            # a law can predict a mixture's effect with the wrong sign; sizes below 1 have a negative mean log size
+            signed = field.name in ("scale", "center")
+            positive = field.name != "spread" or value > 0
             if value.shape != () or value.dtype.kind != "f" or not (np.isfinite(value) and (signed or value >= 0)):
                 raise ValueError(f"{path}: decision_calibration {field.name} must be a finite number >= 0")
+            if not positive:
+                raise ValueError(f"{path}: decision_calibration spread must be > 0")
     return dataclasses.replace(obj, score_noise=float(noise))
 
 
@@ -619,6 +648,8 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
     if version < FORMAT_VERSION:
         obj = upgrade(obj)
+        if isinstance(obj, PipelineFit) and isinstance(obj.decision_calibration, _DecisionBefore7):
+            obj = dataclasses.replace(obj, decision_calibration=obj.decision_calibration.to_current())
     _check_finite(obj, path)
     if isinstance(obj, FitResult):
         _check_fit_data(obj, f"{path}")
