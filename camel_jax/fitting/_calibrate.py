@@ -393,7 +393,7 @@ def calibrate_decision(
     is measured from the fold's own trained runs (mean_j: their mean log size; spread_j: the square root of
     their log sizes' sum of squared deviations), as the final fit's distance is from all the runs: a fold
     trained on 4 of 6 sizes extrapolates worse than the full fit does by as far, and the leverage of a
-    regression in log size says by how much (study 5: in plain log size the score's band at M=20 was 4.0-4.5x
+    regression in log size says by how much (study 5: in plain log size the score's band at M=20 was 4.0-4.4x
     its error, read at twice the largest held-out distance). With e_p = predicted - measured and
     s^2 = `noise_sd`^2 when it is the scatter of repeated runs (`replicated`), else s^2 = 0 (one run's pure
     measurement noise is then unknown: the benchmark fits' residuals also hold their law's lack of fit, which a
