@@ -456,37 +456,30 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     return skeleton, picks + [("loss_fit.law", lambda o: o.loss_fit.law), ("loss_fit.laws", lambda o: o.loss_fit.laws)]
 
 
-def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | _DecisionBefore7 | None:
+# The fields of `DecisionCalibration` that format 7 added; a file before it stores the others, in the same order.
+_DECISION_ADDED_IN_7 = ("center", "spread")
+
+
+def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | tuple[Array, ...] | None:
     """A decision calibration's skeleton (all its fields are scalar leaves), or None (also for files written
-    before it existed); files before format 7 store the fields of `_DecisionBefore7`."""
+    before it existed); files before format 7 store a tuple of the fields it had then (`_decision_before_7`)."""
     present = meta.get("decision_calibration", False)
     if not isinstance(present, bool):
         raise ValueError(f"{path}: decision_calibration must be true or false")
     if not present:
         return None
-    cls = _DecisionBefore7 if meta.get("format_version", 0) < 7 else DecisionCalibration
-    return cls(*(jnp.zeros(()) for _ in dataclasses.fields(cls)))
+    names = [field.name for field in dataclasses.fields(DecisionCalibration)]
+    if meta.get("format_version", 0) < 7:
+        return tuple(jnp.zeros(()) for name in names if name not in _DECISION_ADDED_IN_7)
+    return DecisionCalibration(*(jnp.zeros(()) for _ in names))
 
 
-class _DecisionBefore7(eqx.Module):
-    """A `DecisionCalibration` as formats 5-6 stored it: distances in plain log size past `size_max`."""
-
-    size_max: Array
-    value_floor: Array
-    value_slope: Array
-    scale: Array
-    scale_se: Array
-    gain_floor: Array
-    gain_slope: Array
-    noise_sd: Array
-    n_cells: Array
-    n_runs: Array
-    replicated: Array
-
-    def to_current(self) -> DecisionCalibration:
-        """The same calibration: distance max(0, log M - log size_max) / 1."""
-        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        return DecisionCalibration(**values, center=jnp.log(self.size_max), spread=jnp.ones_like(self.size_max))
+def _decision_before_7(stored: tuple[Array, ...]) -> DecisionCalibration:
+    """The calibration a file before format 7 stored, with its distance: max(0, log M - log size_max) / 1."""
+    names = [field.name for field in dataclasses.fields(DecisionCalibration) if field.name not in _DECISION_ADDED_IN_7]
+    values = dict(zip(names, stored, strict=True))
+    size_max = values["size_max"]
+    return DecisionCalibration(**values, center=jnp.log(size_max), spread=jnp.ones_like(size_max))
 
 
 def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
@@ -648,8 +641,8 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     obj = jax.tree.unflatten(treedef, [jnp.asarray(leaf) for leaf in leaves])
     if version < FORMAT_VERSION:
         obj = upgrade(obj)
-        if isinstance(obj, PipelineFit) and isinstance(obj.decision_calibration, _DecisionBefore7):
-            obj = dataclasses.replace(obj, decision_calibration=obj.decision_calibration.to_current())
+        if isinstance(obj, PipelineFit) and isinstance(obj.decision_calibration, tuple):
+            obj = dataclasses.replace(obj, decision_calibration=_decision_before_7(obj.decision_calibration))
     _check_finite(obj, path)
     if isinstance(obj, FitResult):
         _check_fit_data(obj, f"{path}")
