@@ -81,7 +81,7 @@ def test_lane_width_is_all_lanes_when_few_and_bounded_by_memory():
 def test_the_polish_gathers_the_few_lanes_still_running_on_a_cpu():
     assert polish_width(32, 32, requested=32) == 32 and polish_width(32, 5, requested=5) == 5
     if jax.default_backend() == "cpu":
-        assert polish_width(32, 32) == POLISH_LANES_MIN and polish_width(4000, 1000) == 500
+        assert polish_width(32, 32) == POLISH_LANES_MIN and polish_width(4000, 1000) == 125
         assert polish_width(32, 4) == 4  # never more than the memory allows
     else:
         assert polish_width(32, 32) == 32

@@ -64,7 +64,7 @@ class FitOptions:
     many are advanced together; the others wait, and a lane that has stopped is set aside between rounds of 50
     L-BFGS (4 Newton) steps, so that the time follows the lanes' typical step count rather than the slowest
     lane's. None (default): all lanes together on an accelerator, and on a CPU all up to 256 lanes, a quarter of
-    them (at least 256) beyond, and the Newton polish an eighth of them (at least 8: a Newton step costs a Hessian
+    them (at least 256) beyond, and the Newton polish 1/32 of them (at least 8: a Newton step costs a Hessian
     per lane, so a lane that needs hundreds of steps then costs its own); never more than the memory allows on
     large tables. A given `lanes` sets both. The answer does not depend on it: each lane takes the same steps, up
     to rounding in the last bit.
