@@ -422,10 +422,13 @@ def calibrate_decision(
     value, gain, dev_pred, dev_meas = [], [], [], []
     n_cells = 0
     for keep, pred in zip(keeps, predicted):
-        center, spread = _leverage(size[used & (size <= keep)])
+        trained = size[used & (size <= keep)]
+        if len(np.unique(trained)) < 2:  # no leverage to measure a distance by
+            continue
+        center, spread = _leverage(trained)
         for held in np.unique(size[used & (size > keep)]):
             cell = used & (size == held) & np.isfinite(pred)
-            if cell.sum() < 2 or spread == 0:
+            if cell.sum() < 2:
                 continue
             n_cells += 1
             d2 = ((float(np.log(held)) - center) / spread) ** 2

@@ -456,8 +456,10 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     return skeleton, picks + [("loss_fit.law", lambda o: o.loss_fit.law), ("loss_fit.laws", lambda o: o.loss_fit.laws)]
 
 
-# The fields of `DecisionCalibration` that format 7 added; a file before it stores the others, in the same order.
-_DECISION_ADDED_IN_7 = ("center", "spread")
+# The fields of `DecisionCalibration` a file before format 7 stores, in order (format 7 added `center` and `spread`).
+_DECISION_BEFORE_7 = tuple(
+    field.name for field in dataclasses.fields(DecisionCalibration) if field.name not in ("center", "spread")
+)
 
 
 def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | tuple[Array, ...] | None:
@@ -468,16 +470,14 @@ def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration 
         raise ValueError(f"{path}: decision_calibration must be true or false")
     if not present:
         return None
-    names = [field.name for field in dataclasses.fields(DecisionCalibration)]
     if meta.get("format_version", 0) < 7:
-        return tuple(jnp.zeros(()) for name in names if name not in _DECISION_ADDED_IN_7)
-    return DecisionCalibration(*(jnp.zeros(()) for _ in names))
+        return tuple(jnp.zeros(()) for _ in _DECISION_BEFORE_7)
+    return DecisionCalibration(*(jnp.zeros(()) for _ in dataclasses.fields(DecisionCalibration)))
 
 
 def _decision_before_7(stored: tuple[Array, ...]) -> DecisionCalibration:
     """The calibration a file before format 7 stored, with its distance: max(0, log M - log size_max) / 1."""
-    names = [field.name for field in dataclasses.fields(DecisionCalibration) if field.name not in _DECISION_ADDED_IN_7]
-    values = dict(zip(names, stored, strict=True))
+    values = dict(zip(_DECISION_BEFORE_7, stored, strict=True))
     size_max = values["size_max"]
     return DecisionCalibration(**values, center=jnp.log(size_max), spread=jnp.ones_like(size_max))
 
@@ -588,10 +588,9 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
             value = np.asarray(getattr(decision, field.name))
             # a law can predict a mixture's effect with the wrong sign; sizes below 1 have a negative mean log size
             signed = field.name in ("scale", "center")
-            positive = field.name != "spread" or value > 0
             if value.shape != () or value.dtype.kind != "f" or not (np.isfinite(value) and (signed or value >= 0)):
                 raise ValueError(f"{path}: decision_calibration {field.name} must be a finite number >= 0")
-            if not positive:
+            if field.name == "spread" and not value > 0:
                 raise ValueError(f"{path}: decision_calibration spread must be > 0")
     return dataclasses.replace(obj, score_noise=float(noise))
 
