@@ -274,8 +274,8 @@ def test_a_format_7_sodm_joint_file_loads_in_the_roots_chart_as_the_same_functio
     again = cj.load(cj.save(result, tmp_path / "again.npz"))
     assert again.law.coefficient_chart == "roots" and again.law.structure() == result.law.structure()
     np.testing.assert_allclose(again.predict(*args), result.predict(*args), rtol=1e-14)
-    uniform = cj.SODMJoint.from_params(**result.law.params(), size_scale=result.law.size_scale,
-                                       tokens_scale=result.law.tokens_scale, loss_scale=result.law.loss_scale)  # fmt: skip
+    units = {name: getattr(result.law, name) for name in cj.SODMJoint.UNITS}
+    uniform = cj.SODMJoint.from_params(**result.law.params(), **units)
     assert uniform.coefficient_chart == "uniform"  # the same function in today's default chart
     np.testing.assert_allclose(uniform(*args), result.predict(*args), rtol=1e-11)
     with warnings.catch_warnings():
