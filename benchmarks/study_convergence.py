@@ -12,10 +12,10 @@
    M=12 and M=20 against the noiseless truth, converged share and the best start's status, tied k=3 and k=5;
    (b) study 1's protocol (compare_laws: n in 18..66 points, 20 repeats; --quick: 3 n, 3 repeats); (c) dmsl at
    2.718B, every domain.
-4. SODM's mixture chart (issue 29; run against each checkout for a before/after comparison): SODMAdditive and
-   SODMJoint without tokens, 32 default starts, (a) eleven worlds of the default family, the 66-run design, held-out
-   MAPE at M=12 and M=20 against the noiseless truth, converged share, the best start's status and the fit's wall
-   time; (b) dmsl at 2.718B, every domain.
+4. SODM's mixture chart and SODMJoint's coefficient chart (issue 29; run against each checkout for a before/after
+   comparison): SODMAdditive and SODMJoint without tokens, 32 default starts, (a) eleven worlds of the default
+   family, the 66-run design, held-out MAPE at M=12 and M=20 against the noiseless truth, converged share, the best
+   start's status and the fit's wall time; (b) dmsl at 2.718B, every domain.
 5. DML's bound on the rate (`t_max`; issue 29): DML k=1 on the 11 design points at M=10 of five worlds, 32 default
    starts, without a bound and with t_max = 5, 10 (the default) and 20: converged share, the best objective and rate
    |t|, MAPE against the noiseless truth at M=10 at 200 unseen mixtures near the design (Dirichlet(40 r_ref)) and
@@ -230,7 +230,9 @@ def _sodm(name: str, n_datasets: int):
 def section_sodm(quick: bool) -> None:
     names = ("SODMAdditive", "SODMJoint")
     chart = getattr(_sodm("SODMAdditive", 5), "mixture_chart", "log (the only chart)")
-    print(f"\n4a. SODM, mixture chart {chart}: 66-run design, 32 default starts; held-out MAPE (%) vs the truth")
+    coefficients = getattr(_sodm("SODMJoint", 5), "coefficient_chart", "roots (the only chart)")
+    print(f"\n4a. SODM, mixture chart {chart}, SODMJoint's coefficient chart {coefficients}: 66-run design, 32 default "
+          "starts; held-out MAPE (%) vs the truth")
     print(f"   {'world':>5s} {'law':13s} {'converged':>9s} {'best start':>11s} {'M=12':>7s} {'M=20':>7s} {'time':>6s}")
     mixes = perturbed_mixtures(REFERENCE)
     rows = []

@@ -115,6 +115,23 @@ RECOVERY = {
         ),
         lambda rng: (random_mixtures(rng, 80, 3), 10 ** rng.uniform(7.5, 9.5, 80), 10 ** rng.uniform(9.5, 11, 80)),
     ),
+    # in the "roots" coefficient chart (up to format 7) no start of this one converged (best: 2e-4 off, gammaB 3.2)
+    "SODMJoint": lambda: (
+        cj.SODMJoint.from_params(
+            E=1.5,
+            C=[2.0, 4.0, 3.0],
+            gamma=[0.3, 0.5, 0.7],
+            CA=[200.0, 400.0, 300.0],
+            gammaA=1.1,
+            alpha=0.3,
+            CB=[1500.0, 2500.0, 2000.0],
+            gammaB=0.9,
+            beta=0.35,
+            size_scale=1e8,
+            tokens_scale=1e10,
+        ),
+        lambda rng: (random_mixtures(rng, 80, 3), 10 ** rng.uniform(7.5, 9.5, 80), 10 ** rng.uniform(9.5, 11, 80)),
+    ),
 }
 
 

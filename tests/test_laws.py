@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case, np_camel, np_dml
+from helpers import CASES, RTOL, cast_law, jnp_inputs, make_case, np_camel, np_dml, np_sodm_joint
 
 import camel_jax as cj
 
@@ -385,3 +385,54 @@ def test_camel_log_law_limit_is_a_regular_point():
     assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(grads))
     near = eqx.tree_at(lambda l: l.raw_beta, law, jnp.full(2, 1e-5))  # beta = 1e-10: the power law is the log law
     np.testing.assert_allclose(near(r, M), expected, rtol=1e-8)
+
+
+def test_sodm_joint_coefficient_charts_are_the_same_function_with_regular_limits():
+    """SODMJoint's "uniform" coefficient chart (the default) and "roots" chart (files up to format 7) are the NumPy
+    formula; in the uniform chart h_A = 0 (gammaA -> infinity with pA -> uniform) is a finite point, where the size
+    term is A (exp(2 e . r / A - alpha log m) - 1) plus its constant, and so is a weight pA_j = 0 (e_j = -1 / h_A), with
+    finite gradients that match finite differences."""
+    case = make_case("SODMJoint")
+    given, inputs = case.law.params(), jnp_inputs(case.inputs)
+    expected = np_sodm_joint({k: np.asarray(v) for k, v in given.items()}, *case.inputs)
+    units = dict(size_scale=1e8, tokens_scale=1e10)
+    for chart in ("uniform", "roots"):
+        law = cj.SODMJoint.from_params(**given, **units, coefficient_chart=chart)
+        assert law.coefficient_chart == chart and law.structure()["coefficient_chart"] == chart
+        np.testing.assert_allclose(law(*inputs), expected, rtol=1e-12)
+        for key, value in law.params().items():
+            np.testing.assert_allclose(value, given[key], rtol=1e-11, err_msg=key)
+    law = case.law
+    assert law.coefficient_chart == "uniform" and law.pA_roots is None and law.root_aA is None
+    r, N, _ = case.inputs
+    e = np.asarray(law.pA_tilt) @ cj.laws._terms.helmert(4).T
+    limit = eqx.tree_at(lambda l: l.root_hA, law, jnp.zeros(()))
+    without_size = eqx.tree_at(lambda l: l.root_bA, limit, jnp.zeros(()))  # isolates the size term at m = 1
+    A = 1.0 / float(law.root_kappaA) ** 2
+    z = np.log(N / 1e8)
+    size = A * (np.exp(2 * r @ e / A - float(law.root_bA) ** 2 / A * z) - np.exp(2 * r @ e / A))
+    np.testing.assert_allclose(limit(*inputs) - without_size(*inputs), law.loss_scale * size, rtol=1e-9)
+    near = eqx.tree_at(lambda l: l.root_hA, law, jnp.full((), 1e-7))
+    np.testing.assert_allclose(near(*inputs), limit(*inputs), rtol=1e-10)
+    # a zero weight: 1 + h e_0 = 0 gives pA_0 = 0, the formula with CA_0 = 0
+    h = float(law.root_hA) ** 2
+    e_zero = np.concatenate([[-1.0 / h], e[1:] - (e[1:].sum() - 1.0 / h) / 3.0])
+    assert abs(e_zero.sum()) < 1e-12 and e_zero[0] == -1.0 / h
+    zero = eqx.tree_at(lambda l: l.pA_tilt, law, jnp.asarray(e_zero @ cj.laws._terms.helmert(4)))
+    params = {k: np.asarray(v) for k, v in zero.params().items()}
+    assert params["CA"][0] < 1e-12 * params["CA"].max()
+    np.testing.assert_allclose(zero(*inputs), np_sodm_joint(params, *case.inputs), rtol=1e-10)
+    for point in (limit, zero):
+        leaves, rest = eqx.partition(point, eqx.is_array)
+        total = lambda l, rest=rest: jnp.sum(eqx.combine(l, rest)(*inputs))  # noqa: E731
+        grads = jax.grad(total)(leaves)
+        for get in (lambda l: l.root_hA, lambda l: l.pA_tilt):
+            value = np.atleast_1d(np.asarray(get(leaves), dtype=float))
+            analytic = np.atleast_1d(np.asarray(get(grads)))
+            numeric = []
+            for i in range(value.size):
+                step = np.zeros(value.size)
+                step[i] = 1e-6
+                at = lambda v, get=get: eqx.tree_at(get, leaves, jnp.asarray(v.reshape(np.shape(get(leaves)))))  # noqa: E731
+                numeric.append((float(total(at(value + step))) - float(total(at(value - step)))) / 2e-6)
+            np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-6)

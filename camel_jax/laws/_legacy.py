@@ -7,7 +7,9 @@ same function. Format 3 does the same for SODMAdditive, SODMJoint, DML and Chinc
 format-2 layouts were the same: logs of the paper's positive parameters). Format 5 adds SODM's `mixture_chart`,
 whose default became "linear": the SODM laws of files up to format 4 are rebuilt in the "log" chart they were
 written in, the same coordinates. Format 6 adds DML's `t_max`, whose default is a bound: the DML laws of files up to
-format 5 are rebuilt unbounded (t_max = None), the coordinates they were written in.
+format 5 are rebuilt unbounded (t_max = None), the coordinates they were written in. Format 8 adds SODMJoint's
+`coefficient_chart`, whose default became "uniform": its laws of files up to format 7 are rebuilt in the "roots"
+chart they were written in.
 """
 
 from __future__ import annotations
@@ -307,6 +309,9 @@ def _as_written(law: type[AbstractLaw], **defaults: Any) -> type:
     return type(f"_AsWritten{law.__name__}", (), {"CHOICES": law.CHOICES, "sample_init": classmethod(sample_init)})
 
 
+# The classes a format-7 (or earlier) file names whose default layout changed in format 8: SODMJoint's size and data
+# terms in the "roots" coefficient chart, then the only one.
+FORMAT_7: dict[str, type] = {"SODMJoint": _as_written(SODMJoint, coefficient_chart="roots")}
 # The classes a format-5 file names whose default layout changed in format 6: DML unbounded (raw_kappa = sqrt(kappa))
 # and CAMEL without the free law's bound on alpha / beta, then the only layouts.
 FORMAT_5: dict[str, type] = {"DML": _as_written(DML, t_max=None), "CAMEL": _as_written(CAMEL, ratio_max=None)}
@@ -314,7 +319,7 @@ FORMAT_5: dict[str, type] = {"DML": _as_written(DML, t_max=None), "CAMEL": _as_w
 # then the only one.
 FORMAT_4: dict[str, type] = {
     "SODMAdditive": _as_written(SODMAdditive, mixture_chart="log"),
-    "SODMJoint": _as_written(SODMJoint, mixture_chart="log"),
+    "SODMJoint": _as_written(SODMJoint, mixture_chart="log", coefficient_chart="roots"),
 }
 # The classes a format-2 file names whose layout changed in format 3.
 FORMAT_2: dict[str, type] = {
@@ -329,9 +334,11 @@ _LEGACY = (LegacyCAMEL, LegacyCAMELData, LegacySODMAdditive, LegacySODMJoint, Le
 def legacy_layouts(version: int) -> dict[str, type]:
     """The old layouts of the laws a file of `version` stores, by the name the file uses. (Format 4 adds CAMEL's
     and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are; format 5 SODM's
-    `mixture_chart`, "log" when absent; format 6 DML's `t_max` and CAMEL's `ratio_max`, None when absent.)"""
+    `mixture_chart`, "log" when absent; format 6 DML's `t_max` and CAMEL's `ratio_max`, None when absent; format 8
+    SODMJoint's `coefficient_chart`, "roots" when absent.)"""
     return (
-        (FORMAT_5 if version < 6 else {})
+        (FORMAT_7 if version < 8 else {})
+        | (FORMAT_5 if version < 6 else {})
         | (FORMAT_4 if version < 5 else {})
         | (FORMAT_1 if version < 2 else {})
         | (FORMAT_2 if version < 3 else {})

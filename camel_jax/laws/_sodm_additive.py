@@ -119,10 +119,13 @@ def mixture_params(law: Any) -> dict[str, Array]:
     return {"C": p * (kappa / law.loss_scale)[..., None], "gamma": gamma}
 
 
-def sample_mixture(key: Array, n_datasets: int, chart: str) -> tuple[dict[str, Any], Array]:
+def sample_mixture(
+    key: Array, n_datasets: int, chart: str, kappa_range: tuple[float, float] = (0.01, 1.0)
+) -> tuple[dict[str, Any], Array]:
     """The mixture-term coordinates of a start (in units of the loss scale), and the constant its level includes.
 
-    "log": C in [1, 10] and gamma in [0.1, 1], the level including K. "linear": kappa in [0.01, 1] (K in [1, 100])
+    "log": C in [1, 10] and gamma in [0.1, 1], the level including K. "linear": kappa log-uniform in `kappa_range`
+    ([0.01, 1] by default: K in [1, 100])
     and p_tilt, gamma_tilt in [-0.2, 0.2] (gamma within exp(+-0.2 kappa) of 1), near the linear limit, where the
     level excludes n K: the term starts small beside E (a start's level E1 = E + n K would hold up to 500 units
     of loss, which the fits then spend their steps removing)."""
@@ -133,7 +136,7 @@ def sample_mixture(key: Array, n_datasets: int, chart: str) -> tuple[dict[str, A
         coordinates = mixture_coordinates(C, gamma, 1.0, chart)
         return coordinates, 1.0 / jnp.sum(C)
     k_kappa, k_p, k_gamma = jax.random.split(key, 3)
-    kappa = jnp.exp(log_uniform(k_kappa, (), 0.01, 1.0))
+    kappa = jnp.exp(log_uniform(k_kappa, (), *kappa_range))
     p_tilt = jax.random.uniform(k_p, (n_datasets - 1,), minval=-0.2, maxval=0.2)
     gamma_tilt = jax.random.uniform(k_gamma, (n_datasets,), minval=-0.2, maxval=0.2)
     coordinates = {"root_kappa": jnp.sqrt(kappa), "p_roots": None, "root_c": None, "p_tilt": p_tilt,
