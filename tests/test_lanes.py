@@ -89,14 +89,18 @@ def test_the_polish_gathers_the_few_lanes_still_running_on_a_cpu():
 
 def test_a_fit_polished_in_narrow_rounds_is_the_fit_polished_side_by_side(problem):
     """The polish's width changes which lanes share a program, not a lane's iterates: every start ends at the same
-    point (to rounding) with the same step count, whether 4 or all 16 lanes are polished at once."""
+    point (to rounding) with the same status and step count, whether 4 or all 16 lanes are polished at once. A step
+    count may differ by one: a program's last bits depend on how many lanes it holds, and a stopping test that lands
+    within rounding of its threshold stops a step earlier or later (measured: 1 lane of 16, 82 vs 81 steps, when XLA
+    compiles without LLVM optimization; equal counts with its defaults). A round that lost or repeated a lane's
+    iterates would be off by tens of steps and in the objective."""
     law, inputs, y, _ = problem
     options = cj.FitOptions(max_steps=60, polish=300)  # L-BFGS stops early, so that the polish does the work
     kwargs = dict(key=jax.random.key(1), restarts=16)
     narrow = cj.fit(law, inputs, y, options=options, **kwargs)  # CPU: 8 lanes per round; accelerators: all
     wide = cj.fit(law, inputs, y, options=options.replace(lanes=16), **kwargs)
     np.testing.assert_array_equal(np.asarray(narrow.status), np.asarray(wide.status))
-    np.testing.assert_array_equal(np.asarray(narrow.n_steps), np.asarray(wide.n_steps))
+    np.testing.assert_array_less(np.abs(np.asarray(narrow.n_steps) - np.asarray(wide.n_steps)), 2)
     np.testing.assert_allclose(np.asarray(narrow.objectives), np.asarray(wide.objectives), rtol=1e-10)
     assert np.mean(np.asarray(narrow.converged)) >= 0.9
 

@@ -230,13 +230,16 @@ def test_pick_influence_matches_exact_leave_one_out_refits(pick_influence, world
 
 
 def test_pick_influence_is_the_derivative_of_the_chain(pick_influence, world):
-    """`d_weight` is d(pick, gain)/d(run weight): the reverse-mode derivative of the whole chain."""
+    """`d_weight` is d(pick, gain)/d(run weight): the reverse-mode derivative of the whole chain, to 1e-5 relative.
+    The two sides are separate programs through fits and an ascent solved to their tolerances: measured, they agree
+    to 7e-13 absolute with XLA's defaults, and to 2.8e-9 absolute (1.2e-6 relative, on one element of 30) when XLA
+    compiles without LLVM optimization. A wrong derivative is off by order one."""
     influence, _ = pick_influence
     world, _, transpose = world
     by_w = transpose((jnp.zeros(3), jnp.zeros(()), jnp.ones(())))[1]
-    np.testing.assert_allclose(influence.d_weight[:, influence.names.index("gain")], by_w, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(influence.d_weight[:, influence.names.index("gain")], by_w, rtol=1e-5, atol=1e-12)
     by_w = transpose((jnp.array([0.0, 1.0, 0.0]), jnp.zeros(()), jnp.zeros(())))[1]
-    np.testing.assert_allclose(influence.d_weight[:, influence.names.index("r[code]")], by_w, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(influence.d_weight[:, influence.names.index("r[code]")], by_w, rtol=1e-5, atol=1e-12)
 
 
 def test_pick_table_and_text_name_the_deciding_runs(pick_influence):
