@@ -149,16 +149,32 @@ def test_the_log_law_limit_is_reached_not_approached(design, point):
 
 
 def test_a_sharpening_term_stops_at_the_bound_on_beta():
-    """Unbounded, the fit of world 5's design wants a size term ever sharper (beta_i -> 12.7 with K_i -> 0: a term
-    that only the smallest runs see) and its best start runs to the step cap (as in 2 of 11 such worlds). With
-    `beta_max` = 9 (domain exponents beta_i / c <= 3), beta = 9 sin(raw)^2, whose ends are regular points: the
-    start stops at the bound, converged."""
-    r, M, y = _design_arrays(5)
-    law = cj.CAMEL.sample_init(jax.random.key(0), **TIED, beta_max=9.0)
-    result = cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=32)
+    """A size term sharper than the bound allows stops at the bound, converged. Unbounded, the fit of world 5's
+    design wants a size term ever sharper (beta_i -> 12.7 with K_i -> 0: a term only the smallest runs see) and its
+    best start runs to the step cap (as in 2 of 11 such worlds); with `beta_max` = 9 (domain exponents
+    beta_i / c <= 3), beta = 9 sin(raw)^2, whose ends are regular points. On that design 1 of 32 starts finds the
+    sharp basin, and whether it does depends on the compiler's last bits (none without LLVM optimization), so the
+    test asks it of a law whose truth lies beyond the bound (beta = 14): every start ends at the bound, converged
+    (measured: 16 of 16, with XLA's defaults and without LLVM optimization), while unbounded the same problem
+    recovers beta = 14."""
+    t = np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]])
+    true = cj.CAMEL.from_params(t=t, K=[0.05 * 4.0**14, 0.6], beta=[14.0, 1.0], C=1.5, tied=True,
+                                capacity_exponent=3.0)  # fmt: skip
+    rng = np.random.default_rng(0)
+    r, M = rng.dirichlet(np.ones(3), 48), np.repeat(np.arange(4.0, 10.0), 8)
+    y = np.asarray(true(jnp.asarray(r), jnp.asarray(M)))
+    law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0,
+                               beta_max=9.0)  # fmt: skip
+    result = cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=16)
     assert result.law.beta_max == 9.0 and result.law.structure()["beta_max"] == 9.0
-    assert float(np.max(np.asarray(result.law.beta))) == pytest.approx(9.0, rel=1e-9)
-    assert cj.Status(int(result.best_status)) == cj.Status.CONVERGED
+    sharpest = np.max(np.asarray(result.laws.beta), axis=-1)
+    np.testing.assert_allclose(sharpest, 9.0, rtol=1e-9)
+    assert np.all(np.asarray(result.status) == cj.Status.CONVERGED), np.asarray(result.status)
+    free = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unbounded, the sharp term may run to the step cap
+        unbounded = cj.fit(free, (r, M), y, key=jax.random.key(1), restarts=16)
+    assert float(np.max(np.asarray(unbounded.law.beta))) > 9.5  # the bound, not the data, stops the term at 9
 
 
 def test_the_bound_on_beta_is_a_regular_point_and_can_be_dropped():
