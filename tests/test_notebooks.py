@@ -11,6 +11,7 @@ import pytest
 HERE = Path(__file__).resolve().parents[1] / "notebooks"
 sys.path.insert(0, str(HERE))
 import build_notebooks  # noqa: E402
+import conftest  # noqa: E402
 
 SOURCES = build_notebooks.sources()
 NEEDS_SHARED = {
@@ -40,6 +41,7 @@ def test_notebook_asserts_its_results(path, monkeypatch):
 
         shared_data.path(dataset)  # skips with the reason when ../shared is absent
     monkeypatch.setenv("CAMEL_QUICK", "1")
+    monkeypatch.setenv("XLA_FLAGS", conftest.optimized_flags())  # a notebook runs long programs (see conftest)
     build_notebooks.execute(nb, timeout=600)
     errors = [o for cell in nb.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, json.dumps(errors)[:2000]
