@@ -194,6 +194,8 @@ class Case:
         if self.name == "CAMELData_tied_shared":
             alpha = tied_alpha_np(given["beta"], 3.0)
             return {"alpha": alpha, "gamma": alpha}
+        if self.name == "CAMELData_linear":
+            return {"alpha": tied_alpha_np(given["beta"], 3.0)}
         return {}
 
 
@@ -256,6 +258,17 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
 
         structure = dict(tied=True, shared_exponents=True, tokens=False, capacity_exponent=3.0)
         return case(cj.CAMELData, given, structure, (r, M), ref_data)
+    if name == "CAMELData_linear":
+        d = rng.normal(0, 0.05, n)
+        given = dict(t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7, d=d - d.mean())
+
+        def ref_linear(p, r, M):
+            alpha = tied_alpha_np(p["beta"], 3.0)
+            eta = r @ p["t"].T
+            return p["C"] + np.sum(p["K"] * eta**-alpha * M[:, None] ** -p["beta"], axis=1) + r @ p["d"]
+
+        structure = dict(tied=True, tokens=False, capacity_exponent=3.0, data_term="linear")
+        return case(cj.CAMELData, given, structure, (r, M), ref_linear)
     if name == "DML":
         given = dict(
             t=rng.normal(size=(k, n)), S=rng.uniform(0.2, 1, k), C=rng.uniform(0, 1, k), K=rng.uniform(0.1, 1, k)
@@ -306,6 +319,7 @@ CASES = [
     "CAMEL_scaled",
     "CAMELData",
     "CAMELData_tied_shared",
+    "CAMELData_linear",
     "DML",
     "SODMAdditive",
     "SODMAdditive_notokens",

@@ -232,6 +232,23 @@ def test_camel_data_recovers_predictions_at_a_larger_size_and_token_count():
         assert rel(result.predict(*new), true(*new)) < 1e-4
 
 
+def test_camel_data_with_a_linear_data_term_recovers_its_parameters():
+    """The opt-in "linear" data term (tokens=False) with one capacity term: K, beta, C and d are recovered from
+    noiseless runs at four sizes (k=1: the term has no mixture effect, so d alone carries it)."""
+    rng = np.random.default_rng(5)
+    true = cj.CAMELData.from_params(t=[[1.0, 1.0, 1.0]], K=[0.9], beta=[0.7], C=1.4, d=[0.06, -0.02, -0.04],
+                                    tied=True, capacity_exponent=3.0, tokens=False)  # fmt: skip
+    r = jnp.asarray(random_mixtures(rng, 40, 3))
+    M = jnp.asarray(np.repeat([4.0, 6.0, 8.0, 10.0], 10))
+    template = cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=1, tied=True, tokens=False,
+                                        data_term="linear")  # fmt: skip
+    result = cj.fit(template, (r, M), true(r, M), key=jax.random.key(1), restarts=8)
+    assert result.law.data_term == "linear" and cj.Status(int(result.best_status)).is_converged
+    fitted, expected = result.law.params(), true.params()
+    for key in ("K", "beta", "C", "d"):
+        np.testing.assert_allclose(fitted[key], expected[key], rtol=1e-5, atol=1e-7, err_msg=key)
+
+
 def test_dml_recovers_predictions():
     rng = np.random.default_rng(3)
     true = cj.DML.from_params(t=rng.normal(size=(2, 3)), S=[0.6, 0.4], C=[1.0, 1.5], K=[0.5, 0.3])

@@ -436,3 +436,44 @@ def test_sodm_joint_coefficient_charts_are_the_same_function_with_regular_limits
                 at = lambda v, get=get: eqx.tree_at(get, leaves, jnp.asarray(v.reshape(np.shape(get(leaves)))))  # noqa: E731
                 numeric.append((float(total(at(value + step))) - float(total(at(value - step)))) / 2e-6)
             np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_camel_data_linear_data_term_is_regular_at_zero_and_checks_its_arguments():
+    """The "linear" data term (CAMELData without tokens, opt-in): d = 0 (no data term) is a regular point, the
+    gradient there matches finite differences, any d builds (its mean joins C: the same function), and the
+    arguments that do not belong to it are refused."""
+    t = np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]])
+    r = np.array([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2], [0.1, 0.1, 0.8]])
+    M = np.array([4.0, 9.0, 6.0])
+    common = dict(t=t, K=[1.0, 0.6], beta=[0.5, 1.5], tied=True, capacity_exponent=3.0, tokens=False)
+    law = cj.CAMELData.from_params(**common, C=1.5, d=[0.0, 0.0, 0.0])
+    assert law.data_term == "linear" and law.root_h is None and law.raw_gamma is None
+    camel = cj.CAMEL.from_params(t=t, K=[1.0, 0.6], beta=[0.5, 1.5], C=1.5, tied=True, capacity_exponent=3.0)
+    np.testing.assert_allclose(law(r, M), camel(r, M), rtol=1e-13)  # d = 0: CAMEL itself
+    params, static = eqx.partition(law, eqx.is_array)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    f = jax.jit(lambda x: jnp.sum(jnp.sin(eqx.combine(unravel(x), static)(jnp.asarray(r), jnp.asarray(M)))))
+    grad = jax.grad(f)(flat)
+    h = 1e-6
+    eye = jnp.eye(flat.size)
+    fd = np.asarray((jax.vmap(f)(flat[None, :] + h * eye) - jax.vmap(f)(flat[None, :] - h * eye)) / (2 * h))
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+    assert np.all(np.abs(np.asarray(jax.grad(lambda tilt: jnp.sum(
+        eqx.tree_at(lambda l: l.d_tilt, law, tilt)(r, M)))(law.d_tilt))) > 1e-3)  # fmt: skip
+    shifted = cj.CAMELData.from_params(**common, C=1.0, d=[0.6, 0.4, 0.5])  # mean 0.5 joins C
+    reference = cj.CAMELData.from_params(**common, C=1.5, d=[0.1, -0.1, 0.0])
+    np.testing.assert_allclose(shifted(r, M), reference(r, M), rtol=1e-13)
+    np.testing.assert_allclose(shifted.params()["d"], [0.1, -0.1, 0.0], atol=1e-14)
+    assert cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True,
+                                    tokens=False).data_term == "domains"  # fmt: skip
+    with pytest.raises(ValueError, match="tokens=False"):
+        cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, data_term="linear")
+    with pytest.raises(ValueError, match="shared_exponents"):
+        cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, tokens=False,
+                                 shared_exponents=True, data_term="linear")  # fmt: skip
+    with pytest.raises(ValueError, match="data_term"):
+        cj.CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tokens=False, data_term="log")
+    with pytest.raises(ValueError, match="not both"):
+        cj.CAMELData.from_params(**common, C=1.5, d=[0.0, 0.0, 0.0], G=[0.1, 0.1], gamma=[0.3, 0.3])
+    with pytest.raises(ValueError, match="built from `d`"):
+        cj.CAMELData.from_params(**common, C=1.5, G=[0.1, 0.1], gamma=[0.3, 0.3], data_term="linear")

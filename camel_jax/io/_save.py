@@ -45,8 +45,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # term's rate, and CAMEL's `ratio_max`, the free law's bound on alpha / beta (earlier files hold unbounded laws, and
 # load so). 7: a `DecisionCalibration`'s `center` and `spread` (its distances in leverage units; earlier files
 # measured them in plain log size past `size_max`, and load so). 8: SODMJoint's `coefficient_chart` (earlier files
-# hold the "roots" chart, and load so).
-FORMAT_VERSION = 8
+# hold the "roots" chart, and load so). 9: CAMELData's `data_term` (earlier files hold the "domains" data term, the
+# default, and load so).
+FORMAT_VERSION = 9
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000

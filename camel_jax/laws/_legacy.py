@@ -9,7 +9,8 @@ whose default became "linear": the SODM laws of files up to format 4 are rebuilt
 written in, the same coordinates. Format 6 adds DML's `t_max`, whose default is a bound: the DML laws of files up to
 format 5 are rebuilt unbounded (t_max = None), the coordinates they were written in. Format 8 adds SODMJoint's
 `coefficient_chart`, whose default became "uniform": its laws of files up to format 7 are rebuilt in the "roots"
-chart they were written in.
+chart they were written in. Format 9 adds CAMELData's `data_term`, whose default ("domains") is the layout of
+earlier files: they load as they are.
 """
 
 from __future__ import annotations
@@ -335,7 +336,8 @@ def legacy_layouts(version: int) -> dict[str, type]:
     """The old layouts of the laws a file of `version` stores, by the name the file uses. (Format 4 adds CAMEL's
     and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are; format 5 SODM's
     `mixture_chart`, "log" when absent; format 6 DML's `t_max` and CAMEL's `ratio_max`, None when absent; format 8
-    SODMJoint's `coefficient_chart`, "roots" when absent.)"""
+    SODMJoint's `coefficient_chart`, "roots" when absent; format 9 CAMELData's `data_term`, "domains" (the
+    default) when absent: earlier files load as they are.)"""
     return (
         (FORMAT_7 if version < 8 else {})
         | (FORMAT_5 if version < 6 else {})
