@@ -51,6 +51,21 @@ def resolve_data_term(data_term: Any, tokens: bool, shared_exponents: bool) -> s
     return data_term
 
 
+def _given_data_term(G: Any, d: Any, gamma: Any, data_term: Any, tokens: bool, shared_exponents: bool) -> str:
+    """`from_params`' data term: the one whose parameters are given (`G` or `d`, exactly one), checked against an
+    explicit `data_term`."""
+    if (G is None) == (d is None):
+        raise ValueError('give `G` (the "domains" data term) or `d` (the "linear" one), not both or neither')
+    given = "domains" if d is None else "linear"
+    wanted = given if data_term is None else resolve_data_term(data_term, tokens, shared_exponents)
+    if wanted != given:
+        needs = {"domains": "`G` (and `gamma`)", "linear": "`d`"}[wanted]
+        raise ValueError(f"`data_term={data_term!r}` is built from {needs}")
+    if d is not None and gamma is not None:
+        raise ValueError('`gamma` belongs to the "domains" data term; the "linear" one has none')
+    return resolve_data_term(given, tokens, shared_exponents)
+
+
 class CAMELData(AbstractLaw):
     """CAMEL plus a per-domain data term.
 
@@ -229,17 +244,8 @@ class CAMELData(AbstractLaw):
         `from_params(**law.params(), **law.structure()...)` round-trips. `beta_max`: see `sample_init`."""
         settings = _settings(tied, shared_exponents, tokens, capacity_exponent, size_scale, tokens_scale, loss_scale)
         settings["beta_max"] = resolve_beta_max(beta_max)
-        if (G is None) == (d is None):
-            raise ValueError('give `G` (the "domains" data term) or `d` (the "linear" one), not both or neither')
-        given = "domains" if d is None else "linear"
-        wanted = given if data_term is None else resolve_data_term(data_term, tokens, shared_exponents)
-        if wanted != given:
-            needs = {"domains": "`G` (and `gamma`)", "linear": "`d`"}[wanted]
-            raise ValueError(f"`data_term={data_term!r}` is built from {needs}")
-        settings["data_term"] = resolve_data_term(given, tokens, shared_exponents)
+        settings["data_term"] = _given_data_term(G, d, gamma, data_term, tokens, shared_exponents)
         if d is not None:
-            if gamma is not None:
-                raise ValueError('`gamma` belongs to the "domains" data term; the "linear" one has none')
             return _linear_from_params(t, K, beta, C, d, alpha, tied, settings)
         ndims = {"t": 2, "K": 1, "beta": 1, "C": 0, "G": 1}
         values: dict[str, Any] = {"t": t, "K": K, "beta": beta, "C": C, "G": G}
