@@ -193,28 +193,19 @@ class CAMELData(AbstractLaw):
         in the user's units."""
         beta = self.beta
         K = self.root_b * self.root_b / beta
-        if self.data_term == "linear":
-            return {
-                "t": self.t,
-                "K": self.loss_scale * K * jnp.exp(beta * jnp.log(self.size_scale)),
-                "alpha": self.alpha,
-                "beta": beta,
-                "C": self.loss_scale * (self.C1 - jnp.sum(K, axis=-1)),
-                "d": self.loss_scale * self.d,
-            }
-        assert self.root_h is not None
-        gamma = self.gamma
-        G = self.root_h * self.root_h / gamma
-        log_D = jnp.log(self.tokens_scale) if self.tokens else 0.0
-        return {
+        G = None if self.root_h is None else self.root_h * self.root_h / self.gamma  # "linear": no G
+        level = self.C1 - jnp.sum(K, axis=-1) - (0.0 if G is None else jnp.sum(G, axis=-1))
+        capacity = {
             "t": self.t,
             "K": self.loss_scale * K * jnp.exp(beta * jnp.log(self.size_scale)),
             "alpha": self.alpha,
             "beta": beta,
-            "C": self.loss_scale * (self.C1 - jnp.sum(K, axis=-1) - jnp.sum(G, axis=-1)),
-            "G": self.loss_scale * G * jnp.exp(gamma * log_D),
-            "gamma": gamma,
+            "C": self.loss_scale * level,
         }
+        if G is None:
+            return capacity | {"d": self.loss_scale * self.d}
+        log_D = jnp.log(self.tokens_scale) if self.tokens else 0.0
+        return capacity | {"G": self.loss_scale * G * jnp.exp(self.gamma * log_D), "gamma": self.gamma}
 
     @classmethod
     def from_params(
@@ -306,26 +297,20 @@ class CAMELData(AbstractLaw):
         settings["data_term"] = resolve_data_term(data_term, tokens, shared_exponents)
         k_t, k_b, k_a, k_beta, k_C, k_h, k_g = jax.random.split(key, 7)
         shape = (n_domains,)
-        if settings["data_term"] == "linear":
-            return cls(
-                t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
-                root_b=jnp.exp(0.5 * log_uniform(k_b, shape, 0.003, 0.3)),
-                raw_alpha=None if tied else jnp.exp(0.5 * log_uniform(k_a, shape, 0.1, 3.0)),
-                raw_beta=beta_inverse(start_beta(k_beta, shape, beta_max), None, beta_max),
-                C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
-                root_h=None,
-                raw_gamma=None,
-                d_tilt=0.01 * jax.random.normal(k_h, (n_datasets - 1,)),
-                **settings,
-            )
+        linear = settings["data_term"] == "linear"
+        gamma = None if shared_exponents else jnp.sqrt(jax.random.uniform(k_g, shape, minval=0.05, maxval=1.5))
+        term_fields: dict[str, Any] = (
+            dict(root_h=None, raw_gamma=None, d_tilt=0.01 * jax.random.normal(k_h, (n_datasets - 1,)))
+            if linear
+            else dict(root_h=jnp.exp(0.5 * log_uniform(k_h, shape, 0.003, 0.3)), raw_gamma=gamma)
+        )
         return cls(
             t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
             root_b=jnp.exp(0.5 * log_uniform(k_b, shape, 0.003, 0.3)),
             raw_alpha=None if tied else jnp.exp(0.5 * log_uniform(k_a, shape, 0.1, 3.0)),
             raw_beta=beta_inverse(start_beta(k_beta, shape, beta_max), None, beta_max),
             C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
-            root_h=jnp.exp(0.5 * log_uniform(k_h, shape, 0.003, 0.3)),
-            raw_gamma=None if shared_exponents else jnp.sqrt(jax.random.uniform(k_g, shape, minval=0.05, maxval=1.5)),
+            **term_fields,
             **settings,
         )
 
