@@ -54,10 +54,14 @@ def test_every_start_meets_its_stopping_rule(point):
 def test_five_domains_meet_their_stopping_rule_within_a_bound_on_beta():
     """Tied k=5 (41 parameters) on another world's design (world 4): without a bound on beta 29 of 32 starts
     converged and the best start ran to the step cap; within beta_max = 9 (domain exponents <= 3), every start
-    converges."""
+    converges. With the default polish (300 Newton steps) whether the best start does is a coin flip on the
+    compiler's last bits: at XLA's default and at backend optimization level 0 the best start (objective
+    1.1582922e-4) converged after ~1,070 steps, at levels 1 and 2 another start reached that minimum only after
+    1,875 steps (875 Newton steps) and ran to the cap. With 1,000 polish steps all 32 converge at every level and
+    the best objective agrees to 1e-12, so the test asks for that."""
     r, M, y = _design_arrays(4)
     law = cj.CAMEL.sample_init(jax.random.key(0), **{**TIED, "n_domains": 5, "beta_max": 9.0})
-    result = cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=32)
+    result = cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=32, options=cj.FitOptions(polish=1000))
     status = np.asarray(result.status)
     assert np.mean(np.isin(status, [cj.Status.CONVERGED, cj.Status.STALLED])) >= 0.9, np.bincount(status)
     assert cj.Status(int(result.best_status)).is_converged
