@@ -41,7 +41,7 @@ def resolve_data_term(data_term: Any, tokens: bool, shared_exponents: bool) -> s
     """A checked `data_term`: "linear" needs tokens=False and no `shared_exponents` (a property of the per-domain
     term)."""
     if not isinstance(data_term, str) or data_term not in DATA_TERMS:
-        raise ValueError(f'`data_term` must be one of {DATA_TERMS} or "default"; got {data_term!r}')
+        raise ValueError(f"`data_term` must be one of {DATA_TERMS}; got {data_term!r}")
     if data_term == "linear" and tokens:
         raise ValueError('`data_term="linear"` is a mixture effect without tokens: pass tokens=False, or use the '
                          '"domains" data term')  # fmt: skip
