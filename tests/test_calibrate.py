@@ -257,6 +257,7 @@ def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
     assert one.decision_calibration is None and dc is not None
     assert int(dc.n_cells) == 3 and int(dc.n_runs) == 33 and float(dc.size_max) == 8.0
     assert float(dc.noise_sd) == two.score_noise and float(dc.replicated) == 0.0  # no repeated runs here
+    assert float(dc.exponent_se) > 0  # the point pipeline's score at the 4 trained sizes measured the scale's trend
     lower, upper = two.support()
     np.testing.assert_allclose(lower, np.min(np.asarray(two.loss_fit.inputs[0]), axis=0))
     np.testing.assert_allclose(upper, np.max(np.asarray(two.loss_fit.inputs[0]), axis=0))
@@ -264,6 +265,7 @@ def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
                                 reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
     d = result.decision
     assert d.calibrated and d.min_gain == two.score_noise and "33 held-out runs in 3" in d.basis
+    assert "gain scale x size^" in d.basis
     assert d.value_low <= d.value <= d.value_high and d.gain_low <= d.gain <= d.gain_high
     assert (d.verdict == "improves") == (d.reason == "")
 
@@ -453,6 +455,81 @@ def test_the_calibrated_gain_band_covers_at_its_level_where_the_model_holds():
     assert np.mean(widths) / np.sqrt(np.mean(np.square(errors))) < 2.5
 
 
+DESIGN_SIZES = np.array([4.0, 5.0, 6.0, 7.0, 8.0, 10.0])  # the paper's trained sizes
+
+
+def _shrinking_law(rng, *, runs, scale0, exponent, own, noise):
+    """The paper's six sizes x `runs` runs, a law whose predicted deviations x are a size-dependent share of the
+    measured ones: measured = mu_M + scale(M) x + own + noise, scale(M) = scale0 (M / 6)^exponent. The folds keep
+    sizes <= 8 and <= 7 and predict as the full fit does (the in-sample `fitted`)."""
+    size = np.repeat(DESIGN_SIZES, runs)
+    x = 0.002 * rng.standard_normal(len(size))
+    mu = np.repeat(rng.uniform(0.4, 0.6, len(DESIGN_SIZES)), runs)
+    scale = scale0 * (size / 6.0) ** exponent
+    measured = mu + scale * x + own * rng.standard_normal(len(size)) + noise * rng.standard_normal(len(size))
+    fitted = mu + x
+    return np.stack([fitted, fitted]), measured, size, np.array([8.0, 7.0]), fitted
+
+
+def test_the_gain_scale_follows_the_size_by_which_the_law_shrinks_the_mixture_effect():
+    rng = np.random.default_rng(3)
+    predicted, measured, size, keeps, fitted = _shrinking_law(rng, runs=400, scale0=2.0, exponent=0.8, own=0.001,
+                                                              noise=0.001)  # fmt: skip
+    cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001, fitted=fitted)
+    assert float(cal.scale_exponent) == pytest.approx(0.8, abs=0.05)
+    assert float(cal.scale_center) == pytest.approx(np.mean(np.log(size)), rel=1e-12)
+    for M in (12.0, 20.0):  # read past the trained sizes, where one scale would be 0.55-0.7x the truth
+        assert cal.scale_at(M)[0] == pytest.approx(2.0 * (M / 6.0) ** 0.8, rel=0.05)
+    assert cal.scale_at(20.0)[1] > cal.scale_at(8.0)[1] > 0  # known less well further out
+    # the own error: each fold's own trend leaves it, with the measurement's noise removed
+    assert float(cal.gain_floor) == pytest.approx(0.001, abs=2e-4) and "size^0.8" in cal.summary()
+    # without the final fit's scores: one scale for every size, as before
+    one = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001)
+    assert float(one.scale_exponent) == 0.0 and float(one.exponent_se) == 0.0
+    assert one.scale_at(20.0) == (pytest.approx(float(one.scale), rel=1e-15), pytest.approx(float(one.scale_se)))
+    assert one.scale_at(20.0)[0] < 0.75 * 2.0 * (20.0 / 6.0) ** 0.8
+    # a law whose deviations do not follow the measured ones has no trend to read: one scale again
+    flipped = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001, fitted=-fitted)
+    assert float(flipped.scale_exponent) == 0.0
+    # sizes 4, 5 and 10: the final fit has a trend, its one fold (trained on 2 sizes) none, so the own error
+    # comes from the one-scale residuals, as without `fitted`
+    few = np.isin(size, [4.0, 5.0, 10.0])
+    args = (predicted[:, few], measured[few], size[few], np.array([5.0]))
+    three = cj.calibrate_decision(*args, noise_sd=0.001, fitted=fitted[few])
+    assert float(three.scale_exponent) == pytest.approx(0.8, abs=0.1)
+    assert float(three.gain_floor) == float(cj.calibrate_decision(*args, noise_sd=0.001).gain_floor)
+
+
+def test_the_size_trend_gain_band_covers_at_its_level_and_removes_the_one_scale_bias():
+    # The paper's design (6 sizes x 11 runs) in a world where the law predicts a share of the mixture's effect that
+    # shrinks as M^-0.6; decisions read at M=20. Measured over these 200 draws: coverage 0.965 (binomial se 0.013),
+    # half-width 2.2x the RMSE, median gain 1.02x the truth; one scale for every size: 0.63x, covering 0.485.
+    rng = np.random.default_rng(4)
+    from camel_jax.mixture._decide import _calibrated
+
+    covered, widths, errors, ratio_trend, ratio_one = [], [], [], [], []
+    for _ in range(200):
+        predicted, measured, size, keeps, fitted = _shrinking_law(rng, runs=11, scale0=2.0, exponent=0.6, own=0.002,
+                                                                  noise=0.001)  # fmt: skip
+        kw = dict(noise_sd=0.001)
+        cal = cj.calibrate_decision(predicted, measured, size, keeps, fitted=fitted, **kw)
+        one = cj.calibrate_decision(predicted, measured, size, keeps, **kw)
+        g_pred = 0.003 * rng.choice([-1.0, 1.0]) * (1 + rng.uniform())
+        true_gain = 2.0 * (20.0 / 6.0) ** 0.6 * g_pred + 0.002 * (rng.standard_normal() - rng.standard_normal())
+        draws = np.array([[0.5 + g_pred, 0.5]] * 4)  # a bootstrap that does not move
+        d = _calibrated(draws, np.full(3, 1 / 3), 20.0, cal, 0.95, 0.0, None)
+        covered.append(d.gain_low <= true_gain <= d.gain_high)
+        widths.append((d.gain_high - d.gain_low) / 2)
+        errors.append(d.gain - true_gain)
+        ratio_trend.append(d.gain / g_pred)
+        ratio_one.append(_calibrated(draws, np.full(3, 1 / 3), 20.0, one, 0.95, 0.0, None).gain / g_pred)
+    truth = 2.0 * (20.0 / 6.0) ** 0.6
+    assert 0.90 <= np.mean(covered) <= 0.99, np.mean(covered)
+    assert np.mean(widths) / np.sqrt(np.mean(np.square(errors))) < 2.7
+    assert np.median(ratio_trend) == pytest.approx(truth, rel=0.1)
+    assert np.median(ratio_one) < 0.8 * truth
+
+
 def test_a_format_6_pipeline_fit_decides_as_the_code_that_wrote_it():
     # written by the format-6 code (main at 08499a5, the `small_pipeline_fit` above): its decision calibration
     # measured distances in plain log size past the largest trained size, and loads so
@@ -468,6 +545,23 @@ def test_a_format_6_pipeline_fit_decides_as_the_code_that_wrote_it():
         assert getattr(d, name) == pytest.approx(float(expected[name]), rel=1e-6, abs=1e-9), name
 
 
+def test_a_format_9_pipeline_fit_decides_as_the_code_that_wrote_it():
+    # written by the format-9 code (main at 04eafef, the `small_pipeline_fit` above): one gain scale for every
+    # size, and it loads so (exponent 0) and gives the same verdict
+    fitted = cj.load(DATA / "format9_pipeline_fit.npz")
+    expected = np.load(DATA / "format9_pipeline_expected.npz")
+    dc = fitted.decision_calibration
+    assert float(dc.scale_exponent) == 0.0 and float(dc.exponent_se) == 0.0
+    assert dc.scale_at(20.0)[0] == pytest.approx(float(expected["scale"]), rel=1e-15)
+    assert dc.value_sd(20.0) == pytest.approx(float(expected["value_sd_20"]), rel=1e-12)
+    assert dc.gain_sd(20.0, 0.01) == pytest.approx(float(expected["gain_sd_20"]), rel=1e-12)
+    d = cj.optimal_mixture(fitted, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
+                           reference=simulate.REFERENCE, max_shift=0.2).decision  # fmt: skip
+    for name in ("gain", "gain_low", "gain_high", "value", "value_low", "value_high"):
+        assert getattr(d, name) == pytest.approx(float(expected[name]), rel=1e-6, abs=1e-9), name
+    assert "x1.33 at this size" in d.basis and "size^" not in d.basis  # the one scale, read at every size
+
+
 def test_the_held_out_verdict_reads_the_calibrated_gain():
     pipe = make_pipeline(batch=8)
     best = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust="mean")
@@ -476,7 +570,8 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     boot = draws[:, 0] - draws[:, 1]
 
     def cal(scale, gain_floor, n_runs=33.0):
-        values = (10.0, 0.001, 0.0, scale, 0.1, gain_floor, 0.0, 0.001, 3.0, n_runs, 0.0, np.log(10.0), 1.0)
+        values = (10.0, 0.001, 0.0, scale, 0.1, gain_floor, 0.0, 0.001, 3.0, n_runs, 0.0, np.log(10.0), 1.0,
+                  np.log(10.0), 0.0, 0.0, 0.0)  # one scale for every size (exponent 0)
         return cj.DecisionCalibration(*(jnp.asarray(v) for v in values))
 
     sharp = cal(1.5, 1e-5)
@@ -569,4 +664,4 @@ def test_a_decision_needs_two_runs_in_a_held_out_size():
     with pytest.raises(ValueError, match="no held-out cell with >= 2 runs"):
         cj.calibrate_decision(np.zeros((1, 4)), np.ones(4), size, held.keeps, noise_sd=0.01)
     with pytest.warns(UserWarning, match="fall back to the proxy losses' calibration"):
-        assert _decision_calibration(np.zeros((1, 4)), np.ones(4), held, 0.01, np.ones(4, bool), False) is None
+        assert _decision_calibration(np.zeros((1, 4)), np.ones(4), held, 0.01, np.ones(4, bool), False, None) is None

@@ -325,14 +325,19 @@ class DecisionCalibration(eqx.Module):
     and the square root of their log sizes' sum of squared deviations, as a regression in log size measures
     leverage), beyond what the bootstrap sees:
     - the score of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2);
-    - the true gain of r over r0 is `scale` times the predicted one (known to `scale_se`) plus
-      N(0, 2 (gain_floor^2 + gain_slope^2 d^2)): each mixture's own error, the error both share cancelling.
+    - the true gain of r over r0 is `scale_at(M)` times the predicted one plus N(0, 2 (gain_floor^2 +
+      gain_slope^2 d^2)): each mixture's own error, the error both share cancelling. The scale follows the size,
+      `scale_at(M) = scale * exp(scale_exponent * (log M - scale_center))` (a law that shrinks the mixture's
+      effect as the size grows, as CAMEL's capacity terms do where the truth keeps it, predicts a smaller share
+      of it at every larger size), known to the standard errors `scale_se` and `exponent_se` and their
+      covariance `scale_exponent_cov`.
 
     **Fields** (scalars): those above, `noise_sd` (one run's measured score: the noise floor),
     `n_cells` (held-out (fold, size) cells), `n_runs` (held-out runs over all folds), `replicated` (1 when the
     noise came from repeated runs, 0 when from the loss-to-benchmark fits' residuals), `size_max` (the largest
     trained size). Calibrations saved before format 7 measured the distance from `size_max` in plain log size
-    (`center` = log size_max, `spread` = 1), and load so.
+    (`center` = log size_max, `spread` = 1), and load so; those saved before format 10 hold one scale for
+    every size (`scale_exponent` = 0), and load so.
     """
 
     size_max: Array
@@ -348,6 +353,10 @@ class DecisionCalibration(eqx.Module):
     replicated: Array
     center: Array
     spread: Array
+    scale_center: Array
+    scale_exponent: Array
+    exponent_se: Array
+    scale_exponent_cov: Array
 
     def distance(self, size: float) -> float:
         """d(M) = max(0, log M - center) / spread."""
@@ -358,11 +367,20 @@ class DecisionCalibration(eqx.Module):
         d = self.distance(size)
         return float(np.sqrt(float(self.value_floor) ** 2 + (float(self.value_slope) * d) ** 2))
 
+    def scale_at(self, size: float) -> tuple[float, float]:
+        """The gain's scale at `size` and its standard error (delta method in the scale and the exponent)."""
+        x = float(np.log(size)) - float(self.scale_center)
+        grow = float(np.exp(float(self.scale_exponent) * x))
+        scale, slope = float(self.scale) * grow, float(self.scale) * x * grow  # d scale_at / d (scale, exponent)
+        var = (grow * float(self.scale_se)) ** 2 + (slope * float(self.exponent_se)) ** 2
+        var += 2 * grow * slope * float(self.scale_exponent_cov)
+        return scale, float(np.sqrt(max(var, 0.0)))
+
     def gain_sd(self, size: float, predicted: float) -> float:
-        """The error of the scaled gain `scale * predicted` at `size` that the bootstrap does not see."""
+        """The error of the scaled gain `scale_at(size)[0] * predicted` at `size` that the bootstrap does not see."""
         d = self.distance(size)
         own = float(self.gain_floor) ** 2 + (float(self.gain_slope) * d) ** 2
-        return float(np.sqrt(2 * own + (predicted * float(self.scale_se)) ** 2))
+        return float(np.sqrt(2 * own + (predicted * self.scale_at(size)[1]) ** 2))
 
     @property
     def dof(self) -> int:
@@ -372,8 +390,10 @@ class DecisionCalibration(eqx.Module):
     def summary(self) -> str:
         """What the calibration rests on, in one phrase."""
         source = "repeated runs" if float(self.replicated) else "the benchmark fits' residuals"
+        measured = float(self.exponent_se) > 0  # a trend in size was measured (>= 3 trained sizes)
+        trend = f"; gain scale x size^{float(self.scale_exponent):.2f}" if measured else ""
         return (f"calibrated on {int(self.n_runs)} held-out runs in {int(self.n_cells)} (fold, size) cells; "
-                f"noise floor {float(self.noise_sd):.3g} from {source}")  # fmt: skip
+                f"noise floor {float(self.noise_sd):.3g} from {source}{trend}")  # fmt: skip
 
 
 def calibrate_decision(
@@ -385,6 +405,7 @@ def calibrate_decision(
     noise_sd: float,
     used: ArrayLike | None = None,
     replicated: bool = False,
+    fitted: ArrayLike | None = None,
 ) -> DecisionCalibration:
     """Calibrate the score and the gain on held-out sizes (method of moments, see `DecisionCalibration`).
 
@@ -400,18 +421,26 @@ def calibrate_decision(
     prediction at the pick suffers as much as one at a held-out run, and subtracting them left the gain's own
     error at zero and its band covering 45-60% in the zoo's default family):
     - the score: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
-    - the gain: within a cell, the runs' predicted and measured deviations from the cell's means (the error
-      every mixture shares cancels, as in a gain) give the scale by least squares through the origin,
-      measured dev = scale * predicted dev + u, and gain_floor^2 + gain_slope^2 d^2 is fitted to
-      u_p^2 H_c / (H_c - 1) - s^2 (each mixture's own error). A law that shrinks the mixture's effect (tied
-      CAMEL on the zoo's default family predicts a third of it, inside the data as past it) gets a scale > 1.
+    - the gain, from deviations within a size (the runs' predicted and measured scores less the size's means:
+      the error every mixture shares cancels, as in a gain): measured dev = scale x predicted dev + u.
+      Without `fitted`, one scale (least squares through the origin) over the held-out cells, and
+      gain_floor^2 + gain_slope^2 d^2 fitted to u_p^2 H_c / (H_c - 1) - s^2 (each mixture's own error).
+      With `fitted` (the final fit's in-sample score at every run) and >= 3 trained sizes, the scale follows
+      the size: scale(M) = scale exp(b (log M - mean log size)), fitted (least squares) on every trained
+      size's deviations of the final fit, and read at the target size. A law that shrinks the mixture's effect
+      as the size grows where the truth keeps it (tied CAMEL on the zoo's default family predicts a third of
+      it at the trained sizes and less further out) then predicts the gain at the target without the bias of
+      one scale measured nearer. Each fold with >= 3 trained sizes does the same on its own runs, and its
+      held-out residuals u give the own error, with s^2 = `noise_sd`^2 subtracted (the trend leaves little lack
+      of fit in them; study 5's decision table measures the result).
 
     **Arguments**:
     - `predicted`: [folds, P] each fold's predicted score at every run; `measured`: [P] the measured one.
     - `size`: [P] the runs' sizes; `keeps`: [folds] each fold's largest trained size.
     - `noise_sd`: one run's measurement noise (from repeated runs, or the benchmark fits' residuals): the
-      noise floor the calibration reports; subtracted only when `replicated`.
+      noise floor the calibration reports; subtracted only when `replicated` (or with `fitted`, see above).
     - `used`: [P] runs that count (default all); `replicated`: whether `noise_sd` is the repeats' scatter.
+    - `fitted`: [P] the final fit's predicted score at every run (None: one scale for every size).
 
     **Returns**: a `DecisionCalibration`.
     """
@@ -419,42 +448,121 @@ def calibrate_decision(
     size, keeps = np.asarray(size, float), np.asarray(keeps, float)
     used = np.ones(len(size), bool) if used is None else np.asarray(used, bool)
     noise2 = float(noise_sd) ** 2 if replicated else 0.0
-    value, gain, dev_pred, dev_meas = [], [], [], []
-    n_cells = 0
-    for keep, pred in zip(keeps, predicted):
+    cells = _held_out_cells(predicted, size, keeps, used)
+    if not cells:
+        raise ValueError("no held-out cell with >= 2 runs past >= 2 trained sizes: the decision cannot be calibrated")
+    value = [(d2, e**2 - noise2) for fold, _, cell, d2 in cells for e in predicted[fold][cell] - measured[cell]]
+    fp = np.concatenate([_deviations(predicted[fold], cell) for fold, _, cell, _ in cells])
+    ym = np.concatenate([_deviations(measured, cell) for _, _, cell, _ in cells])
+    spread_dev = float(fp @ fp)
+    scale = float(fp @ ym) / spread_dev if spread_dev > 0 else 1.0
+    u = ym - scale * fp
+    n_runs = len(u)
+    scale_se = float(np.sqrt(u @ u / max(n_runs - len(cells) - 1, 1) / spread_dev)) if spread_dev > 0 else 0.0
+    own = _own_errors(cells, u, noise2)
+    center, spread = _leverage(size[used])
+    trend = None if fitted is None else _scale_trend(np.asarray(fitted, float), measured, size, used)
+    if trend is None:
+        trend = (scale, 0.0, center, np.diag([scale_se**2, 0.0]))
+    else:  # each fold's own trend, read at its held-out sizes, leaves the own error (the measurement's removed)
+        trended = _trend_residuals(predicted, measured, size, keeps, used, cells)
+        if trended is not None:
+            own = _own_errors(trended[0], trended[1], float(noise_sd) ** 2)
+    gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
+    value_floor, value_slope = _floor_and_slope(np.asarray(value))
+    s, b, scale_center, cov = trend
+    scalars = (float(size[used].max()), value_floor, value_slope, s, np.sqrt(cov[0, 0]), gain_floor, gain_slope,
+               float(noise_sd), len(cells), n_runs, float(replicated), center, spread, scale_center, b,
+               np.sqrt(cov[1, 1]), cov[0, 1])  # fmt: skip
+    return DecisionCalibration(*(jnp.asarray(float(x)) for x in scalars))
+
+
+def _deviations(values: np.ndarray, cell: np.ndarray) -> np.ndarray:
+    """`values` at the runs of `cell` less their mean there."""
+    return values[cell] - values[cell].mean()
+
+
+def _held_out_cells(predicted: np.ndarray, size: np.ndarray, keeps: np.ndarray, used: np.ndarray) -> list:
+    """The (fold, held-out size, runs [P] bool, squared leverage distance) of every held-out cell with >= 2 runs
+    of a fold with >= 2 trained sizes."""
+    cells = []
+    for fold, (keep, pred) in enumerate(zip(keeps, predicted)):
         trained = size[used & (size <= keep)]
         if len(np.unique(trained)) < 2:  # no leverage to measure a distance by
             continue
         center, spread = _leverage(trained)
         for held in np.unique(size[used & (size > keep)]):
             cell = used & (size == held) & np.isfinite(pred)
-            if cell.sum() < 2:
-                continue
-            n_cells += 1
-            d2 = ((float(np.log(held)) - center) / spread) ** 2
-            err = pred[cell] - measured[cell]
-            value += [(d2, e**2 - noise2) for e in err]
-            dev_pred.append(pred[cell] - pred[cell].mean())
-            dev_meas.append(measured[cell] - measured[cell].mean())
-            gain.append((d2, cell.sum()))
-    if n_cells == 0:
-        raise ValueError("no held-out cell with >= 2 runs past >= 2 trained sizes: the decision cannot be calibrated")
-    fp, ym = np.concatenate(dev_pred), np.concatenate(dev_meas)
-    spread_dev = float(fp @ fp)
-    scale = float(fp @ ym) / spread_dev if spread_dev > 0 else 1.0
-    u = ym - scale * fp
-    n_runs = len(u)
-    scale_se = float(np.sqrt(u @ u / max(n_runs - n_cells - 1, 1) / spread_dev)) if spread_dev > 0 else 0.0
+            if cell.sum() >= 2:
+                cells.append((fold, float(held), cell, ((float(np.log(held)) - center) / spread) ** 2))
+    return cells
+
+
+def _own_errors(cells: list, u: np.ndarray, noise2: float) -> list[tuple[float, float]]:
+    """(d^2, u_p^2 H_c / (H_c - 1) - s^2) per held-out run, `u` in the cells' order."""
     own, start = [], 0
-    for d2, H in gain:
+    for _, _, cell, d2 in cells:
+        H = int(cell.sum())
         own += [(d2, x**2 * H / (H - 1) - noise2) for x in u[start : start + H]]
         start += H
-    value_floor, value_slope = _floor_and_slope(np.asarray(value))
-    gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
-    center, spread = _leverage(size[used])
-    scalars = (float(size[used].max()), value_floor, value_slope, scale, scale_se, gain_floor, gain_slope,
-               float(noise_sd), n_cells, n_runs, float(replicated), center, spread)  # fmt: skip
-    return DecisionCalibration(*(jnp.asarray(float(x)) for x in scalars))
+    return own
+
+
+def _scale_trend(fitted: np.ndarray, measured: np.ndarray, size: np.ndarray, used: np.ndarray):
+    """(scale, exponent b, center, covariance [2, 2] of (scale, b)) of measured dev = scale exp(b (log M -
+    center)) x fitted dev over the trained sizes (deviations from each size's mean; center: the runs' mean log
+    size), or None with fewer than 3 sizes of >= 2 runs, or when the trend is not measured: a scale <= 0 (the
+    law's mixture effect does not follow the measured one) or b on the edge of its search range [-3, 3]."""
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    center = float(np.mean(np.log(size[used])))
+    for held in np.unique(size[used]):
+        cell = used & (size == held) & np.isfinite(fitted)
+        if cell.sum() >= 2:
+            offset = np.full(int(cell.sum()), np.log(held) - center)
+            parts.append((_deviations(fitted, cell), _deviations(measured, cell), offset))
+    if len(parts) < 3:
+        return None
+    n_sizes = len(parts)
+    fp, ym, x = (np.concatenate([part[i] for part in parts]) for i in range(3))
+    if not float(fp @ fp) > 0:
+        return None
+
+    def profile(b: float) -> tuple[float, float]:  # the residual sum of squares and the scale, given b
+        g = np.exp(b * x) * fp
+        s = float(g @ ym) / float(g @ g)
+        return float(np.sum((ym - s * g) ** 2)), s
+
+    grid = np.linspace(-3.0, 3.0, 121)
+    i = int(np.argmin([profile(b)[0] for b in grid]))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    for _ in range(60):  # golden-section search inside the grid's bracket
+        m1, m2 = lo + 0.381966 * (hi - lo), lo + 0.618034 * (hi - lo)
+        lo, hi = (lo, m2) if profile(m1)[0] < profile(m2)[0] else (m1, hi)
+    b = 0.5 * (lo + hi)
+    rss, s = profile(b)
+    if s <= 0 or i in (0, len(grid) - 1):
+        return None
+    g = np.exp(b * x) * fp
+    J = np.stack([g, s * x * g], axis=1)  # d (scale_at x fitted dev) / d (scale, b)
+    cov = rss / max(len(ym) - n_sizes - 2, 1) * np.linalg.pinv(J.T @ J)
+    return s, b, center, cov
+
+
+def _trend_residuals(predicted, measured, size, keeps, used, cells) -> tuple[list, np.ndarray] | None:
+    """The held-out cells of folds with >= 3 trained sizes and their residuals u = measured dev - the fold's own
+    scale trend (`_scale_trend` on its trained runs) at the cell's size x predicted dev; None without such a
+    fold."""
+    kept, residuals = [], []
+    trends = [_scale_trend(pred, measured, size, used & (size <= keep)) for keep, pred in zip(keeps, predicted)]
+    for fold, held, cell, d2 in cells:
+        trend = trends[fold]
+        if trend is None:
+            continue
+        s, b, center, _ = trend
+        scale = s * np.exp(b * (np.log(held) - center))
+        residuals.append(_deviations(measured, cell) - scale * _deviations(predicted[fold], cell))
+        kept.append((fold, held, cell, d2))
+    return (kept, np.concatenate(residuals)) if kept else None
 
 
 def _leverage(sizes: np.ndarray) -> tuple[float, float]:

@@ -46,8 +46,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # load so). 7: a `DecisionCalibration`'s `center` and `spread` (its distances in leverage units; earlier files
 # measured them in plain log size past `size_max`, and load so). 8: SODMJoint's `coefficient_chart` (earlier files
 # hold the "roots" chart, and load so). 9: CAMELData's `data_term` (earlier files hold the "domains" data term, the
-# default, and load so).
-FORMAT_VERSION = 9
+# default, and load so). 10: a `DecisionCalibration`'s gain scale follows the size (`scale_center`, `scale_exponent`,
+# `exponent_se`, `scale_exponent_cov`; earlier files hold one scale for every size, and load so).
+FORMAT_VERSION = 10
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -458,30 +459,38 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     return skeleton, picks + [("loss_fit.law", lambda o: o.loss_fit.law), ("loss_fit.laws", lambda o: o.loss_fit.laws)]
 
 
-# The fields of `DecisionCalibration` a file before format 7 stores, in order (format 7 added `center` and `spread`).
-_DECISION_BEFORE_7 = tuple(
-    field.name for field in dataclasses.fields(DecisionCalibration) if field.name not in ("center", "spread")
-)
+# The fields of `DecisionCalibration` a file before format 10 stores, in order (format 10 added the scale's trend
+# in size), and before format 7 (which added `center` and `spread`).
+_TREND_FIELDS = ("scale_center", "scale_exponent", "exponent_se", "scale_exponent_cov")
+_DECISION_BEFORE_10 = tuple(f.name for f in dataclasses.fields(DecisionCalibration) if f.name not in _TREND_FIELDS)
+_DECISION_BEFORE_7 = tuple(name for name in _DECISION_BEFORE_10 if name not in ("center", "spread"))
 
 
 def _decision_skeleton(meta: dict[str, Any], path: Path) -> DecisionCalibration | tuple[Array, ...] | None:
     """A decision calibration's skeleton (all its fields are scalar leaves), or None (also for files written
-    before it existed); files before format 7 store a tuple of the fields it had then (`_decision_before_7`)."""
+    before it existed); files before format 10 store a tuple of the fields it had then (`_decision_before_10`)."""
     present = meta.get("decision_calibration", False)
     if not isinstance(present, bool):
         raise ValueError(f"{path}: decision_calibration must be true or false")
     if not present:
         return None
-    if meta.get("format_version", 0) < 7:
-        return tuple(jnp.zeros(()) for _ in _DECISION_BEFORE_7)
+    version = meta.get("format_version", 0)
+    if version < 10:
+        return tuple(jnp.zeros(()) for _ in (_DECISION_BEFORE_7 if version < 7 else _DECISION_BEFORE_10))
     return DecisionCalibration(*(jnp.zeros(()) for _ in dataclasses.fields(DecisionCalibration)))
 
 
-def _decision_before_7(stored: tuple[Array, ...]) -> DecisionCalibration:
-    """The calibration a file before format 7 stored, with its distance: max(0, log M - log size_max) / 1."""
-    values = dict(zip(_DECISION_BEFORE_7, stored, strict=True))
-    size_max = values["size_max"]
-    return DecisionCalibration(**values, center=jnp.log(size_max), spread=jnp.ones_like(size_max))
+def _decision_before_10(stored: tuple[Array, ...]) -> DecisionCalibration:
+    """The calibration a file before format 10 stored, with one gain scale for every size (exponent 0); before
+    format 7 also with its distance max(0, log M - log size_max) / 1."""
+    if len(stored) == len(_DECISION_BEFORE_7):
+        values = dict(zip(_DECISION_BEFORE_7, stored, strict=True))
+        values.update(center=jnp.log(values["size_max"]), spread=jnp.ones_like(values["size_max"]))
+    else:
+        values = dict(zip(_DECISION_BEFORE_10, stored, strict=True))
+    zero = jnp.zeros_like(values["scale"])
+    return DecisionCalibration(**values, scale_center=values["center"], scale_exponent=zero, exponent_se=zero,
+                               scale_exponent_cov=zero)  # fmt: skip
 
 
 def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
@@ -589,7 +598,7 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
         for field in dataclasses.fields(DecisionCalibration):
             value = np.asarray(getattr(decision, field.name))
             # a law can predict a mixture's effect with the wrong sign; sizes below 1 have a negative mean log size
-            signed = field.name in ("scale", "center")
+            signed = field.name in ("scale", "center", "scale_center", "scale_exponent", "scale_exponent_cov")
             if value.shape != () or value.dtype.kind != "f" or not (np.isfinite(value) and (signed or value >= 0)):
                 raise ValueError(f"{path}: decision_calibration {field.name} must be a finite number >= 0")
             if field.name == "spread" and not value > 0:
@@ -643,7 +652,7 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     if version < FORMAT_VERSION:
         obj = upgrade(obj)
         if isinstance(obj, PipelineFit) and isinstance(obj.decision_calibration, tuple):
-            obj = dataclasses.replace(obj, decision_calibration=_decision_before_7(obj.decision_calibration))
+            obj = dataclasses.replace(obj, decision_calibration=_decision_before_10(obj.decision_calibration))
     _check_finite(obj, path)
     if isinstance(obj, FitResult):
         _check_fit_data(obj, f"{path}")

@@ -145,7 +145,7 @@ def decide(
     - `calibration`: the extrapolation error to draw in (None: the bootstrap's spread only).
     - `level`: the share of draws the gain must win in; `min_gain`, `support`: see above.
     - `decision_calibration`: the score's and the gain's error measured on held-out sizes
-      (`fit_pipeline` keeps one): the bands are the bootstrap's widened by it, the gain scaled by its `scale`,
+      (`fit_pipeline` keeps one): the bands are the bootstrap's widened by it, the gain scaled by its `scale_at`,
       and the verdict is "improves" when the gain's band excludes 0 and the gain reaches `min_gain` (the
       `calibration` of the proxy losses is then not drawn in).
 
@@ -204,7 +204,7 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
     if len(draws) < 2:
         raise ValueError("fewer than 2 resamples give a finite score at these mixtures: no verdict")
     boot_gain = draws[:, 0] - draws[:, 1]
-    scale = float(cal.scale)
+    scale = cal.scale_at(size)[0]
     gain = scale * float(np.median(boot_gain))
     gain_sd = float(np.hypot(scale * np.std(boot_gain, ddof=1), cal.gain_sd(size, float(np.median(boot_gain)))))
     value = float(np.median(draws[:, 0]))
@@ -229,7 +229,7 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
         calibrated=True,
         min_gain=float(min_gain),
         reason=reason,
-        basis=f"bootstrap + held-out gain x{scale:.2f}: {cal.summary()}",
+        basis=f"bootstrap + held-out gain x{scale:.2f} at this size: {cal.summary()}",
     )
 
 

@@ -363,17 +363,21 @@ def fit_pipeline(
         if folds is not None:
             calibration = folds[0]
             predicted = _fold_score(pipeline, folds[1])
-            decision = _decision_calibration(predicted, measured, folds[1], noise, runs_used, repeated)
+            fitted_score = np.asarray(pipeline.score(data.r, jnp.asarray(folds[1].size)))
+            decision = _decision_calibration(predicted, measured, folds[1], noise, runs_used, repeated, fitted_score)
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, score_noise=noise,
                        decision_calibration=decision)  # fmt: skip
 
 
-def _decision_calibration(predicted, measured, held: HeldOut, noise, used, repeated) -> DecisionCalibration | None:
-    """`calibrate_decision` on the folds, or None (with a warning) when no held-out size holds 2 measured runs."""
+def _decision_calibration(
+    predicted, measured, held: HeldOut, noise, used, repeated, fitted
+) -> DecisionCalibration | None:
+    """`calibrate_decision` on the folds (the gain's scale following the size of the point pipeline's score
+    `fitted` at the runs), or None (with a warning) when no held-out size holds 2 measured runs."""
     try:
         return calibrate_decision(predicted, measured, held.size, held.keeps, noise_sd=noise, used=used,
-                                  replicated=repeated)  # fmt: skip
+                                  replicated=repeated, fitted=fitted)  # fmt: skip
     except ValueError as error:
         warnings.warn(f"{error}: verdicts fall back to the proxy losses' calibration", stacklevel=4)
         return None
