@@ -8,12 +8,16 @@ twice against the world's truth:
 - "held-out gain": the verdict of `fit_pipeline`'s `decision_calibration` (the gain calibrated on held-out sizes);
 - "proxy draws": the previous verdict (the proxy losses' calibration drawn into the score, `decide` with
   `calibration=` only), for comparison.
+With `--scales`, prints instead, per world, the design's scale at each size: the least-squares slope of the
+world's true score deviations (noiseless, from the mean over the 11 design mixtures) on the point pipeline's
+predicted ones, at the trained sizes and at M=12 and M=20 (why `calibrate_decision` lets the gain's scale follow
+the size).
 Prints, per (band, size): coverage of the nominal 95% bands of the score at the pick and of its gain over the
 reference, mean half-width / RMSE of the point prediction (1.96 is ideal for a Gaussian error), and the verdicts'
 precision (true gain > 0 when "improves") and recall (share called "improves" among picks whose true gain exceeds
 both the score's noise and 0.5 points). Usage:
     python benchmarks/study_decisions.py [--family capacity_data] [--worlds 20] [--first 0] [--resamples 100]
-        [--restarts 16] [--out decisions.csv]
+        [--restarts 16] [--out decisions.csv] [--scales]
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ CHECK = (12.0, 20.0)
 WEIGHTS = cj.BENCHMARK_WEIGHTS["balanced"]
 
 
-def one_world(family: str, seed: int, B: int, restarts: int) -> tuple[list[dict], float]:
+def _design(family: str, seed: int, restarts: int):
+    """The world, the paper's design trained in it, the benchmark fits, the mixture data and the law template."""
     key = jax.random.key(seed)
     world = simulate.make_world(key, family)
     mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
@@ -48,6 +53,28 @@ def one_world(family: str, seed: int, B: int, restarts: int) -> tuple[list[dict]
                              restarts=restarts)  # fmt: skip
     data = world.mixture_data(runs, losses[0])
     law = cj.CAMEL.sample_init(jax.random.fold_in(key, 2), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
+    return world, mixtures, fits, data, law
+
+
+def scales_by_size(family: str, seed: int, restarts: int) -> dict[float, float]:
+    """{size: least-squares slope of the true score's deviations on the point pipeline's} over the design's 11
+    mixtures (deviations from their mean), at the trained sizes, M=12 and M=20."""
+    world, mixtures, fits, data, law = _design(family, seed, restarts)
+    key = jax.random.key(seed)
+    point = cj.fit_pipeline(data, fits, WEIGHTS, law=law, key=jax.random.fold_in(key, 7), restarts=restarts).pipeline
+    out = {}
+    for M in [*SIZES, *CHECK]:
+        truth = world.true_score(M, WEIGHTS)
+        pred = np.asarray(point.score(jnp.asarray(mixtures), jnp.full(len(mixtures), M)))
+        true = np.asarray([float(truth(jnp.asarray(r))) for r in mixtures])
+        fp, ym = pred - pred.mean(), true - true.mean()
+        out[M] = float(fp @ ym / (fp @ fp))
+    return out
+
+
+def one_world(family: str, seed: int, B: int, restarts: int) -> tuple[list[dict], float]:
+    key = jax.random.key(seed)
+    world, _, fits, data, law = _design(family, seed, restarts)
     start = time.perf_counter()
     fitted = cj.fit_pipeline(data, fits, WEIGHTS, law=law, key=jax.random.fold_in(key, 7), n_resamples=B,
                              restarts=restarts, strata=np.asarray(data.size))  # fmt: skip
@@ -99,8 +126,14 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=100)
     parser.add_argument("--restarts", type=int, default=16)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--scales", action="store_true", help="print the design's scale at each size instead")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message=".*(design|converge).*")
+    if args.scales:
+        for seed in range(args.first, args.first + args.worlds):
+            scales = scales_by_size(args.family, seed, args.restarts)
+            print(f"world {seed}: " + "  ".join(f"M={M:g} {s:.2f}" for M, s in scales.items()), flush=True)
+        return
     rows, costs = [], []
     for seed in range(args.first, args.first + args.worlds):
         start = time.perf_counter()
