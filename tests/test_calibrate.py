@@ -569,9 +569,9 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     draws = np.asarray(pipe.score(jnp.stack([jnp.asarray(best.r), jnp.asarray(ref)]), jnp.full(2, 20.0)))
     boot = draws[:, 0] - draws[:, 1]
 
-    def cal(scale, gain_floor, n_runs=33.0):
+    def cal(scale, gain_floor, n_runs=33.0, exponent=0.0, exponent_se=0.0):
         values = (10.0, 0.001, 0.0, scale, 0.1, gain_floor, 0.0, 0.001, 3.0, n_runs, 0.0, np.log(10.0), 1.0,
-                  np.log(10.0), 0.0, 0.0, 0.0)  # one scale for every size (exponent 0)
+                  np.log(10.0), exponent, exponent_se, 0.0)  # default: one scale for every size (exponent 0)
         return cj.DecisionCalibration(*(jnp.asarray(v) for v in values))
 
     sharp = cal(1.5, 1e-5)
@@ -589,6 +589,18 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     blurred = cj.decide(pipe, best.r, ref, model_size=20.0, key=jax.random.key(1),
                         decision_calibration=cal(1.5, 10 * abs(g)))  # fmt: skip
     assert blurred.verdict == "not resolved" and "reaches 0" in blurred.reason and blurred.gain_low < 0
+    # one scale: the score at r is its own draws' median; a scale that follows the size (measured at 10, read at
+    # 20 with exponent 0.5) scales the gain there, and the score at r is the reference's plus that gain
+    assert d.value == pytest.approx(float(np.median(draws[:, 0])), rel=1e-12) and not sharp.trended
+    grown = cal(1.5, 1e-5, exponent=0.5, exponent_se=0.1)
+    t = cj.decide(pipe, best.r, ref, model_size=20.0, key=jax.random.key(1), decision_calibration=grown)
+    at_20 = 1.5 * np.sqrt(2.0)
+    assert grown.trended and grown.scale_at(20.0)[0] == pytest.approx(at_20, rel=1e-12)
+    assert grown.scale_at(20.0)[1] == pytest.approx(np.hypot(np.sqrt(2.0) * 0.1, at_20 * np.log(2.0) * 0.1))
+    assert t.gain == pytest.approx(at_20 * g, rel=1e-12)
+    assert t.value == pytest.approx(float(np.median(draws[:, 1])) + t.gain, rel=1e-12)
+    value_sd = np.hypot(np.std(draws[:, 1], ddof=1), grown.value_sd(20.0))
+    assert t.value_high - t.value == pytest.approx(t_quantile(0.975, 29) * value_sd, rel=1e-9)
 
 
 def test_replicate_noise_is_the_pooled_scatter_of_repeated_runs():

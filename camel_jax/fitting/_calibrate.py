@@ -324,7 +324,9 @@ class DecisionCalibration(eqx.Module):
     At a size M, at distance d(M) = max(0, log M - `center`) / `spread` from the trained sizes (their mean log size
     and the square root of their log sizes' sum of squared deviations, as a regression in log size measures
     leverage), beyond what the bootstrap sees:
-    - the score of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2);
+    - the score of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2) (when the scale follows the size,
+      `trended`, the score of r is read as the reference's plus the scaled gain, and this is the error of the
+      held-out runs' scaled predictions);
     - the true gain of r over r0 is `scale_at(M)` times the predicted one plus N(0, 2 (gain_floor^2 +
       gain_slope^2 d^2)): each mixture's own error, the error both share cancelling. The scale follows the size,
       `scale_at(M) = scale * exp(scale_exponent * (log M - scale_center))` (a law that shrinks the mixture's
@@ -376,6 +378,11 @@ class DecisionCalibration(eqx.Module):
         var += 2 * grow * slope * float(self.scale_exponent_cov)
         return scale, float(np.sqrt(max(var, 0.0)))
 
+    @property
+    def trended(self) -> bool:
+        """Whether the gain's scale follows the size (a trend was measured: `exponent_se` > 0)."""
+        return float(self.exponent_se) > 0
+
     def gain_sd(self, size: float, predicted: float) -> float:
         """The error of the scaled gain `scale_at(size)[0] * predicted` at `size` that the bootstrap does not see."""
         d = self.distance(size)
@@ -390,8 +397,7 @@ class DecisionCalibration(eqx.Module):
     def summary(self) -> str:
         """What the calibration rests on, in one phrase."""
         source = "repeated runs" if float(self.replicated) else "the benchmark fits' residuals"
-        measured = float(self.exponent_se) > 0  # a trend in size was measured (>= 3 trained sizes)
-        trend = f"; gain scale x size^{float(self.scale_exponent):.2f}" if measured else ""
+        trend = f"; gain scale x size^{float(self.scale_exponent):.2f}" if self.trended else ""
         return (f"calibrated on {int(self.n_runs)} held-out runs in {int(self.n_cells)} (fold, size) cells; "
                 f"noise floor {float(self.noise_sd):.3g} from {source}{trend}")  # fmt: skip
 
@@ -420,7 +426,9 @@ def calibrate_decision(
     measurement noise is then unknown: the benchmark fits' residuals also hold their law's lack of fit, which a
     prediction at the pick suffers as much as one at a held-out run, and subtracting them left the gain's own
     error at zero and its band covering 45-60% in the zoo's default family):
-    - the score: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2;
+    - the score: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2 (with a
+      trend, below, e_p is the error of the fold's scaled prediction: its mean over the cell plus its scaled
+      deviation);
     - the gain, from deviations within a size (the runs' predicted and measured scores less the size's means:
       the error every mixture shares cancels, as in a gain): measured dev = scale x predicted dev + u.
       Without `fitted`, one scale (least squares through the origin) over the held-out cells, and
@@ -465,9 +473,10 @@ def calibrate_decision(
     if trend is None:
         trend = (scale, 0.0, center, np.diag([scale_se**2, 0.0]))
     else:  # each fold's own trend, read at its held-out sizes, leaves the own error (the measurement's removed)
-        trended = _trend_residuals(predicted, measured, size, keeps, used, cells)
-        if trended is not None:
-            own = _own_errors(trended[0], trended[1], float(noise_sd) ** 2)
+        kept, residuals, scaled = _trend_residuals(predicted, measured, size, keeps, used, cells)
+        if residuals is not None:
+            own = _own_errors(kept, residuals, float(noise_sd) ** 2)
+        value = [(d2, e2 - noise2) for d2, e2 in scaled]
     gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
     value_floor, value_slope = _floor_and_slope(np.asarray(value))
     s, b, scale_center, cov = trend
@@ -548,21 +557,21 @@ def _scale_trend(fitted: np.ndarray, measured: np.ndarray, size: np.ndarray, use
     return s, b, center, cov
 
 
-def _trend_residuals(predicted, measured, size, keeps, used, cells) -> tuple[list, np.ndarray] | None:
-    """The held-out cells of folds with >= 3 trained sizes and their residuals u = measured dev - the fold's own
-    scale trend (`_scale_trend` on its trained runs) at the cell's size x predicted dev; None without such a
-    fold."""
-    kept, residuals = [], []
+def _trend_residuals(predicted, measured, size, keeps, used, cells) -> tuple[list, np.ndarray | None, list]:
+    """Each fold's own scale trend (`_scale_trend` on its trained runs, scale 1 for a fold with fewer than 3
+    trained sizes) read at its held-out cells: the cells of folds with a trend and their residuals u = measured
+    dev - scale x predicted dev (None without such a fold), and every held-out run's (d^2, squared error) of the
+    scaled prediction (the cell's mean prediction plus the scaled deviation)."""
+    kept, residuals, value = [], [], []
     trends = [_scale_trend(pred, measured, size, used & (size <= keep)) for keep, pred in zip(keeps, predicted)]
     for fold, held, cell, d2 in cells:
-        trend = trends[fold]
-        if trend is None:
-            continue
-        s, b, center, _ = trend
-        scale = s * np.exp(b * (np.log(held) - center))
-        residuals.append(_deviations(measured, cell) - scale * _deviations(predicted[fold], cell))
-        kept.append((fold, held, cell, d2))
-    return (kept, np.concatenate(residuals)) if kept else None
+        trend, pred = trends[fold], predicted[fold]
+        scale = 1.0 if trend is None else trend[0] * np.exp(trend[1] * (np.log(held) - trend[2]))
+        value += [(d2, e**2) for e in pred[cell].mean() + scale * _deviations(pred, cell) - measured[cell]]
+        if trend is not None:
+            residuals.append(_deviations(measured, cell) - scale * _deviations(pred, cell))
+            kept.append((fold, held, cell, d2))
+    return kept, (np.concatenate(residuals) if kept else None), value
 
 
 def _leverage(sizes: np.ndarray) -> tuple[float, float]:

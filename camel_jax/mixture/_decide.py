@@ -207,8 +207,12 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
     scale = cal.scale_at(size)[0]
     gain = scale * float(np.median(boot_gain))
     gain_sd = float(np.hypot(scale * np.std(boot_gain, ddof=1), cal.gain_sd(size, float(np.median(boot_gain)))))
-    value = float(np.median(draws[:, 0]))
-    value_sd = float(np.hypot(np.std(draws[:, 0], ddof=1), cal.value_sd(size)))
+    if cal.trended:  # the score at r: the reference's, plus the gain scaled as the held-out scores were
+        value = float(np.median(draws[:, 1])) + gain
+        value_sd = float(np.hypot(np.std(draws[:, 1], ddof=1), cal.value_sd(size)))
+    else:
+        value = float(np.median(draws[:, 0]))
+        value_sd = float(np.hypot(np.std(draws[:, 0], ddof=1), cal.value_sd(size)))
     q = t_quantile((1 + level) / 2, cal.dof)
     p_improve = t_cdf(gain / gain_sd, cal.dof) if gain_sd > 0 else float(gain > 0)
     reason = _outside(r, support)
