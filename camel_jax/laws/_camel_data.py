@@ -30,7 +30,7 @@ from ._camel import (
     start_beta,
     tied_alpha,
 )
-from ._terms import helmert
+from ._terms import from_helmert, to_helmert
 
 # The data term's forms (`CAMELData`'s `data_term`): "domains", per intrinsic domain G_i (eta_i D)^-gamma_i (the
 # default, and the only form up to format 8); "linear", a mixture effect linear in r (without tokens only; issue 29).
@@ -185,8 +185,7 @@ class CAMELData(AbstractLaw):
     def d(self) -> Array:
         """The linear data term's coefficients e = H d_tilt (summing to 0), in units of `loss_scale`."""
         assert self.d_tilt is not None
-        n = self.d_tilt.shape[-1] + 1
-        return self.d_tilt @ jnp.asarray(helmert(n).T, dtype=self.d_tilt.dtype)
+        return from_helmert(self.d_tilt)
 
     def params(self) -> dict[str, Array]:
         """The paper's t, K, alpha, beta, C and the data term's G, gamma ("domains") or d ("linear", summing to 0),
@@ -389,7 +388,6 @@ def _linear_from_params(t: ArrayLike, K: ArrayLike, beta: ArrayLike, C: ArrayLik
     scale = settings["loss_scale"]
     K_unit = jnp.exp(positive_inverse(p["K"], None, "K") - p["beta"] * jnp.log(settings["size_scale"])) / scale
     d_unit = p["d"] / scale
-    n = d_unit.shape[-1]
     mean = jnp.mean(d_unit, axis=-1)
     return CAMELData(
         t_roots=simplex_roots(p["t"], axis=-2, name="t"),
@@ -399,6 +397,6 @@ def _linear_from_params(t: ArrayLike, K: ArrayLike, beta: ArrayLike, C: ArrayLik
         C1=p["C"] / scale + mean + jnp.sum(K_unit, axis=-1),
         root_h=None,
         raw_gamma=None,
-        d_tilt=(d_unit - mean[..., None]) @ jnp.asarray(helmert(n), dtype=d_unit.dtype),
+        d_tilt=to_helmert(d_unit - mean[..., None]),
         **settings,
     )

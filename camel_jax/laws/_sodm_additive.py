@@ -19,7 +19,7 @@ from ._base import (
     simplex_from_roots,
 )
 from ._camel import data_scale
-from ._terms import helmert, inverse_power_mean_term, linear_limit_term, power_term
+from ._terms import from_helmert, inverse_power_mean_term, linear_limit_term, power_term, to_helmert
 
 # The charts of the mixture term, by the limit each holds as a regular point (K = 1 / sum C -> infinity in both):
 # "linear", equal p and gamma -> 1 (a term linear in r and r log r); "log", gamma -> 0 (the log law).
@@ -82,9 +82,9 @@ def mixture_coordinates(C: Array, gamma: Array, loss_scale: float, chart: str) -
         return {"root_kappa": jnp.sqrt(kappa), "p_roots": jnp.sqrt(C / total[..., None]),
                 "root_c": jnp.sqrt(gamma / kappa[..., None]), "p_tilt": None, "gamma_tilt": None}  # fmt: skip
     log_p = jnp.log(C) - jnp.log(total)[..., None]
-    basis = jnp.asarray(helmert(C.shape[-1]), dtype=log_p.dtype)
     return {"root_kappa": jnp.sqrt(kappa), "p_roots": None, "root_c": None,
-            "p_tilt": (log_p / kappa[..., None]) @ basis, "gamma_tilt": jnp.log(gamma) / kappa[..., None]}  # fmt: skip
+            "p_tilt": to_helmert(log_p / kappa[..., None]),
+            "gamma_tilt": jnp.log(gamma) / kappa[..., None]}  # fmt: skip
 
 
 def chart_constant(chart: str, n_datasets: int, kappa: Array) -> Array:
@@ -110,8 +110,7 @@ def mixture_params(law: Any) -> dict[str, Array]:
     """The paper's C (in the user's 1 / loss) and gamma of the mixture term."""
     kappa = law.root_kappa * law.root_kappa
     if law.mixture_chart == "linear":
-        basis = jnp.asarray(helmert(mixture_size(law)).T, dtype=kappa.dtype)
-        p = jax.nn.softmax(kappa[..., None] * (law.p_tilt @ basis), axis=-1)
+        p = jax.nn.softmax(kappa[..., None] * from_helmert(law.p_tilt), axis=-1)
         gamma = jnp.exp(kappa[..., None] * law.gamma_tilt)
     else:
         p = simplex_from_roots(law.p_roots, axis=-1)

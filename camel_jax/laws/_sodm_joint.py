@@ -24,7 +24,7 @@ from ._sodm_additive import (
     sodm_settings,
     sodm_structure,
 )
-from ._terms import helmert, logrel
+from ._terms import from_helmert, logrel, to_helmert
 
 # The charts of a scaled term's mixture dependence rho^gammaX (rho = sum_j pX_j r_j), by the limit each holds as a
 # regular point besides the log law: "uniform", gammaX -> infinity with pX -> uniform (a coefficient exponential in
@@ -55,7 +55,7 @@ def uniform_chart_factor(r: Array, h: Array, tilt: Array) -> Array:
 
     **Arguments**: `r` [P, n] mixtures, `h` scalar >= 0, `tilt` [n-1]. **Returns**: [P].
     """
-    e = tilt @ jnp.asarray(helmert(r.shape[-1]).T, dtype=tilt.dtype)
+    e = from_helmert(tilt)
     total = jnp.sum(r, axis=-1, keepdims=True)
     share = r / jnp.where(total > 0, total, 1.0)
     u = 2.0 * (share @ e) + h * (share @ (e * e))
@@ -81,7 +81,7 @@ def _coefficient_coordinates(CX: Array, gammaX: Array, exponent: Array, scale: f
         return out | {"p": roots, "a": jnp.sqrt(A * gammaX)}
     h = 1.0 / (A * gammaX)
     e = (roots / jnp.mean(roots, axis=-1, keepdims=True) - 1.0) / h[..., None]  # sums to 0
-    return out | {"tilt": e @ jnp.asarray(helmert(n), dtype=e.dtype), "h": jnp.sqrt(h)}
+    return out | {"tilt": to_helmert(e), "h": jnp.sqrt(h)}
 
 
 def _coefficient_params(law: SODMJoint, term: str, scale: float) -> tuple[Array, Array, Array, Array]:
@@ -98,7 +98,7 @@ def _coefficient_params(law: SODMJoint, term: str, scale: float) -> tuple[Array,
         tilt = getattr(law, f"p{term}_tilt")
         n = tilt.shape[-1] + 1
         gammaX = kappa / h
-        e = tilt @ jnp.asarray(helmert(n).T, dtype=tilt.dtype)
+        e = from_helmert(tilt)
         p, log_rho = simplex_from_roots(1.0 + h[..., None] * e, axis=-1), -math.log(n)
     # (sum CX r)^gammaX (X / s)^-exponent = s_L A (rho / rho_ref)^gammaX (X / s)^-exponent with CX = total p,
     # total = (s_L A s^exponent)^(1 / gammaX) / rho_ref

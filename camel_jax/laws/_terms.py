@@ -68,7 +68,7 @@ def linear_limit_term(r: Array, kappa: Array, p_tilt: Array, gamma_tilt: Array) 
     **Returns**: [P].
     """
     n = r.shape[-1]
-    a = p_tilt @ jnp.asarray(helmert(n).T, dtype=p_tilt.dtype)
+    a = from_helmert(p_tilt)
     present = r > 0
     total = jnp.sum(r, axis=-1, keepdims=True)
     share = r / jnp.where(total > 0, total, 1.0)
@@ -87,6 +87,17 @@ def helmert(n: int) -> np.ndarray:
         basis[j, j - 1] = -float(j)
         basis[:, j - 1] /= np.sqrt(j * (j + 1.0))
     return basis
+
+
+def from_helmert(tilt: Array) -> Array:
+    """The vector [..., n] summing to 0 whose Helmert coordinates are `tilt` [..., n-1] (`helmert`)."""
+    return tilt @ jnp.asarray(helmert(tilt.shape[-1] + 1).T, dtype=tilt.dtype)
+
+
+def to_helmert(vector: Array) -> Array:
+    """The Helmert coordinates [..., n-1] of `vector` [..., n]: of its part summing to 0 (`from_helmert`'s
+    inverse on such vectors)."""
+    return vector @ jnp.asarray(helmert(vector.shape[-1]), dtype=vector.dtype)
 
 
 def square_root(value: Any, name: str) -> Array:
