@@ -370,13 +370,18 @@ class DecisionCalibration(eqx.Module):
         return float(np.sqrt(float(self.value_floor) ** 2 + (float(self.value_slope) * d) ** 2))
 
     def scale_at(self, size: float) -> tuple[float, float]:
-        """The gain's scale at `size` and its standard error (delta method in the scale and the exponent)."""
+        """The gain's scale at `size` and its standard error (delta method in the scale and the exponent).
+
+        exp(b x) with an estimated b is biased high by exp(se_b^2 x^2 / 2) (the mean of a log-normal), which
+        grows with the distance x = log size - `scale_center`; both numbers are divided by it (study 5: at
+        M=20 the uncorrected scale left the true gain 0.73-0.76x the calibrated one, corrected 0.81-0.89x)."""
         x = float(np.log(size)) - float(self.scale_center)
         grow = float(np.exp(float(self.scale_exponent) * x))
         scale, slope = float(self.scale) * grow, float(self.scale) * x * grow  # d scale_at / d (scale, exponent)
         var = (grow * float(self.scale_se)) ** 2 + (slope * float(self.exponent_se)) ** 2
         var += 2 * grow * slope * float(self.scale_exponent_cov)
-        return scale, float(np.sqrt(max(var, 0.0)))
+        unbias = float(np.exp(-0.5 * (float(self.exponent_se) * x) ** 2))
+        return scale * unbias, float(np.sqrt(max(var, 0.0))) * unbias
 
     @property
     def trended(self) -> bool:
