@@ -503,7 +503,7 @@ def test_the_gain_scale_follows_the_size_by_which_the_law_shrinks_the_mixture_ef
 def test_the_size_trend_gain_band_covers_at_its_level_and_removes_the_one_scale_bias():
     # The paper's design (6 sizes x 11 runs) in a world where the law predicts a share of the mixture's effect that
     # shrinks as M^-0.6; decisions read at M=20. Measured over these 200 draws: coverage 0.965 (binomial se 0.013),
-    # half-width 2.25x the RMSE, median gain 0.98x the truth; one scale for every size: 0.63x, covering 0.485.
+    # half-width 2.23x the RMSE, median gain 0.98x the truth; one scale for every size: 0.63x, covering 0.485.
     rng = np.random.default_rng(4)
     from camel_jax.mixture._decide import _calibrated
 

@@ -562,16 +562,23 @@ def _scale_trend(fitted: np.ndarray, measured: np.ndarray, size: np.ndarray, use
     return s, b, center, cov
 
 
+def _trend_scale(trend: tuple, size: float) -> float:
+    """A `_scale_trend`'s scale at `size`, less exp(b x)'s log-normal bias (as `DecisionCalibration.scale_at`)."""
+    s, b, center, cov = trend
+    x = float(np.log(size)) - center
+    return float(s * np.exp(b * x - 0.5 * cov[1, 1] * x**2))
+
+
 def _trend_residuals(predicted, measured, size, keeps, used, cells) -> tuple[list, np.ndarray | None, list]:
     """Each fold's own scale trend (`_scale_trend` on its trained runs, scale 1 for a fold with fewer than 3
-    trained sizes) read at its held-out cells: the cells of folds with a trend and their residuals u = measured
-    dev - scale x predicted dev (None without such a fold), and every held-out run's (d^2, squared error) of the
-    scaled prediction (the cell's mean prediction plus the scaled deviation)."""
+    trained sizes) read at its held-out cells (`_trend_scale`): the cells of folds with a trend and their
+    residuals u = measured dev - scale x predicted dev (None without such a fold), and every held-out run's
+    (d^2, squared error) of the scaled prediction (the cell's mean prediction plus the scaled deviation)."""
     kept, residuals, value = [], [], []
     trends = [_scale_trend(pred, measured, size, used & (size <= keep)) for keep, pred in zip(keeps, predicted)]
     for fold, held, cell, d2 in cells:
         trend, pred = trends[fold], predicted[fold]
-        scale = 1.0 if trend is None else trend[0] * np.exp(trend[1] * (np.log(held) - trend[2]))
+        scale = 1.0 if trend is None else _trend_scale(trend, held)
         value += [(d2, e**2) for e in pred[cell].mean() + scale * _deviations(pred, cell) - measured[cell]]
         if trend is not None:
             residuals.append(_deviations(measured, cell) - scale * _deviations(pred, cell))
