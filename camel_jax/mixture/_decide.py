@@ -207,12 +207,10 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
     scale = cal.scale_at(size)[0]
     gain = scale * float(np.median(boot_gain))
     gain_sd = float(np.hypot(scale * np.std(boot_gain, ddof=1), cal.gain_sd(size, float(np.median(boot_gain)))))
-    if cal.trended:  # the score at r: the reference's, plus the gain scaled as the held-out scores were
-        value = float(np.median(draws[:, 1])) + gain
-        value_sd = float(np.hypot(np.std(draws[:, 1], ddof=1), cal.value_sd(size)))
-    else:
-        value = float(np.median(draws[:, 0]))
-        value_sd = float(np.hypot(np.std(draws[:, 0], ddof=1), cal.value_sd(size)))
+    # the score at r: its own draws, or (a scale that follows the size) the reference's plus the scaled gain
+    base = draws[:, 1] if cal.trended else draws[:, 0]
+    value = float(np.median(base)) + (gain if cal.trended else 0.0)
+    value_sd = float(np.hypot(np.std(base, ddof=1), cal.value_sd(size)))
     q = t_quantile((1 + level) / 2, cal.dof)
     p_improve = t_cdf(gain / gain_sd, cal.dof) if gain_sd > 0 else float(gain > 0)
     reason = _outside(r, support)
