@@ -483,6 +483,8 @@ def test_the_gain_scale_follows_the_size_by_which_the_law_shrinks_the_mixture_ef
     assert cal.scale_at(20.0)[1] > cal.scale_at(8.0)[1] > 0  # known less well further out
     # the own error: each fold's own trend leaves it, with the measurement's noise removed
     assert float(cal.gain_floor) == pytest.approx(0.001, abs=2e-4) and "size^0.8" in cal.summary()
+    # ... and so does the score's error of the scaled predictions (0.0014 with the noise left in)
+    assert cal.value_sd(12.0) == pytest.approx(0.001, abs=2e-4)
     # without the final fit's scores: one scale for every size, as before
     one = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001)
     assert float(one.scale_exponent) == 0.0 and float(one.exponent_se) == 0.0
@@ -603,8 +605,18 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     assert grown.scale_at(20.0)[1] == pytest.approx(delta * unbias, rel=1e-12)
     assert t.gain == pytest.approx(at_20 * g, rel=1e-12)
     assert t.value == pytest.approx(float(np.median(draws[:, 1])) + t.gain, rel=1e-12)
-    value_sd = np.hypot(np.std(draws[:, 1], ddof=1), grown.value_sd(20.0))
+    # with a trend, the held-out errors already hold the folds' own bootstrap error: each band takes the larger of
+    # the bootstrap's variance and the held-out one, not their sum (the scale's own error still adds to the gain's)
+    value_sd = max(np.std(draws[:, 1], ddof=1), grown.value_sd(20.0))
     assert t.value_high - t.value == pytest.approx(t_quantile(0.975, 29) * value_sd, rel=1e-9)
+    own, boot_sd = grown.gain_sd(20.0, 0.0), at_20 * np.std(boot, ddof=1)
+    gain_sd = np.hypot(max(boot_sd, own), g * grown.scale_at(20.0)[1])
+    assert t.gain_high - t.gain == pytest.approx(t_quantile(0.975, 29) * gain_sd, rel=1e-9)
+    wide = cal(1.5, 10 * np.std(boot, ddof=1), exponent=0.5, exponent_se=0.1)  # the held-out error is the larger
+    w = cj.decide(pipe, best.r, ref, model_size=20.0, key=jax.random.key(1), decision_calibration=wide)
+    gain_sd = np.hypot(wide.gain_sd(20.0, 0.0), g * wide.scale_at(20.0)[1])
+    assert w.gain_high - w.gain == pytest.approx(t_quantile(0.975, 29) * gain_sd, rel=1e-9)
+    assert wide.gain_sd(20.0, 0.0) > at_20 * np.std(boot, ddof=1) > 0
 
 
 def test_replicate_noise_is_the_pooled_scatter_of_repeated_runs():

@@ -323,7 +323,8 @@ class DecisionCalibration(eqx.Module):
 
     At a size M, at distance d(M) = max(0, log M - `center`) / `spread` from the trained sizes (their mean log size
     and the square root of their log sizes' sum of squared deviations, as a regression in log size measures
-    leverage), beyond what the bootstrap sees:
+    leverage), beyond what the bootstrap sees (when the scale follows the size, `trended`, the whole error of a
+    fold's prediction, its own bootstrap error included: `decide` takes the larger of it and the bootstrap's):
     - the score of a mixture errs by N(0, value_floor^2 + value_slope^2 d^2) (when the scale follows the size,
       `trended`, the score of r is read as the reference's plus the scaled gain, and this is the error of the
       held-out runs' scaled predictions);
@@ -432,8 +433,9 @@ def calibrate_decision(
     prediction at the pick suffers as much as one at a held-out run, and subtracting them left the gain's own
     error at zero and its band covering 45-60% in the zoo's default family):
     - the score: value_floor^2 + value_slope^2 d^2 fitted (least squares, both >= 0) to e_p^2 - s^2 (with a
-      trend, below, e_p is the error of the fold's scaled prediction: its mean over the cell plus its scaled
-      deviation);
+      trend, below, e_p is the error of the fold's scaled prediction, its mean over the cell plus its scaled
+      deviation, and s^2 = `noise_sd`^2 is subtracted as from the own error: the truth at the pick holds no
+      measurement noise);
     - the gain, from deviations within a size (the runs' predicted and measured scores less the size's means:
       the error every mixture shares cancels, as in a gain): measured dev = scale x predicted dev + u.
       Without `fitted`, one scale (least squares through the origin) over the held-out cells, and
@@ -481,7 +483,7 @@ def calibrate_decision(
         kept, residuals, scaled = _trend_residuals(predicted, measured, size, keeps, used, cells)
         if residuals is not None:
             own = _own_errors(kept, residuals, float(noise_sd) ** 2)
-        value = [(d2, e2 - noise2) for d2, e2 in scaled]
+        value = [(d2, e2 - float(noise_sd) ** 2) for d2, e2 in scaled]
     gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
     value_floor, value_slope = _floor_and_slope(np.asarray(value))
     s, b, scale_center, cov = trend

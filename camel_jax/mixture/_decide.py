@@ -145,7 +145,9 @@ def decide(
     - `calibration`: the extrapolation error to draw in (None: the bootstrap's spread only).
     - `level`: the share of draws the gain must win in; `min_gain`, `support`: see above.
     - `decision_calibration`: the score's and the gain's error measured on held-out sizes
-      (`fit_pipeline` keeps one): the bands are the bootstrap's widened by it, the gain scaled by its `scale_at`,
+      (`fit_pipeline` keeps one): the bands are the bootstrap's widened by it (when its scale follows the size,
+      `trended`, each band's variance is the larger of the bootstrap's and the held-out one, which already holds
+      the folds' own bootstrap error, plus, for the gain, the scale's error), the gain scaled by its `scale_at`,
       and the verdict is "improves" when the gain's band excludes 0 and the gain reaches `min_gain` (the
       `calibration` of the proxy losses is then not drawn in).
 
@@ -204,13 +206,19 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
     if len(draws) < 2:
         raise ValueError("fewer than 2 resamples give a finite score at these mixtures: no verdict")
     boot_gain = draws[:, 0] - draws[:, 1]
-    scale = cal.scale_at(size)[0]
+    scale, scale_se = cal.scale_at(size)
     gain = scale * float(np.median(boot_gain))
-    gain_sd = float(np.hypot(scale * np.std(boot_gain, ddof=1), cal.gain_sd(size, float(np.median(boot_gain)))))
     # the score at r: its own draws, or (a scale that follows the size) the reference's plus the scaled gain
     base = draws[:, 1] if cal.trended else draws[:, 0]
     value = float(np.median(base)) + (gain if cal.trended else 0.0)
-    value_sd = float(np.hypot(np.std(base, ddof=1), cal.value_sd(size)))
+    gain_var, value_var = (scale * np.std(boot_gain, ddof=1)) ** 2, float(np.var(base, ddof=1))
+    if cal.trended:  # the held-out errors hold the folds' own bootstrap error: the larger of the two, not both
+        own = cal.gain_sd(size, 0.0) ** 2
+        gain_sd = float(np.sqrt(max(gain_var, own) + (float(np.median(boot_gain)) * scale_se) ** 2))
+        value_sd = float(np.sqrt(max(value_var, cal.value_sd(size) ** 2)))
+    else:  # the estimator of format <= 9: the bootstrap's variance plus the held-out excess
+        gain_sd = float(np.sqrt(gain_var + cal.gain_sd(size, float(np.median(boot_gain))) ** 2))
+        value_sd = float(np.sqrt(value_var + cal.value_sd(size) ** 2))
     q = t_quantile((1 + level) / 2, cal.dof)
     p_improve = t_cdf(gain / gain_sd, cal.dof) if gain_sd > 0 else float(gain > 0)
     reason = _outside(r, support)
