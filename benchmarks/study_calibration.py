@@ -11,10 +11,11 @@ then at M=12 (one size step out) and M=20 (the target):
   applies them to a `PipelineFit`): does the band of the pick's score cover its true value, and when the
   verdict is "improves", is the true gain positive?
 
-Prints coverage per (quantity, size, band) with its binomial standard error, the verdicts' precision, and the cost
-of calibration relative to the plain bootstrap. Usage:
+Prints coverage per (quantity, size, band) with its standard error over worlds, the loss bands' sharpness (mean
+half-width over the root-mean-square error of the point fit's prediction, in % of the loss; 1.96 is ideal for a
+Gaussian error), the verdicts' precision, and the cost of calibration relative to the plain bootstrap. Usage:
     python benchmarks/study_calibration.py [--family capacity_data] [--worlds 20] [--first 0] [--resamples 100]
-        [--out cal.csv]
+        [--loss-only] [--out cal.csv]
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 CHECK = (12.0, 20.0)
 
 
-def one_world(family: str, seed: int, B: int,
-              validation: tuple[int, ...] = (0, 2)) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
+def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] = (0, 2),
+              scores: bool = True) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
     key = jax.random.key(seed)
     world = simulate.make_world(key, family)
     mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
@@ -61,13 +62,16 @@ def one_world(family: str, seed: int, B: int,
         for M in CHECK:
             size = np.full(len(mixtures), M)
             truth = np.asarray(world.losses(jnp.asarray(mixtures), jnp.asarray(size)))[:, v]
+            error = (np.asarray(point.law(jnp.asarray(mixtures), jnp.asarray(size))) - truth) / truth  # point fit's
             bands = {"plain": boot.prediction_interval(mixtures, size), "calibrated": boot.prediction_interval(
                 mixtures, size, calibration=cal)}  # fmt: skip
             for band, (low, high) in bands.items():
                 covered, width = (low <= truth) & (truth <= high), (high - low) / truth
                 rows += [{"family": family, "world": seed, "quantity": f"loss {v}", "size": M, "band": band,
-                          "covered": float(c), "width": float(w)} for c, w in zip(covered, width)]  # fmt: skip
-    rows += _score_rows(world, runs, losses, law, key, B, family, seed)
+                          "covered": float(c), "width": float(w), "error": float(e)}
+                         for c, w, e in zip(covered, width, error)]  # fmt: skip
+    if scores:
+        rows += _score_rows(world, runs, losses, law, key, B, family, seed)
     return rows, cost
 
 
@@ -106,11 +110,12 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=0, help="seed of the first world (to extend a study)")
     parser.add_argument("--resamples", type=int, default=100)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--loss-only", action="store_true", help="the loss bands only (no pipeline, no score)")
     args = parser.parse_args()
     rows, costs = [], []
     for seed in range(args.first, args.first + args.worlds):
         start = time.perf_counter()
-        r, c = one_world(args.family, seed, args.resamples)
+        r, c = one_world(args.family, seed, args.resamples, scores=not args.loss_only)
         rows += r
         costs.append(c)
         print(f"world {seed}: {time.perf_counter() - start:.0f} s", flush=True)
@@ -120,20 +125,31 @@ def main() -> None:
     # a world's points share its fit: the standard error is over worlds
     per_world = table.groupby(["quantity", "size", "band", "world"])["covered"].mean()
     summary = per_world.groupby(["quantity", "size", "band"]).agg(coverage="mean", se="sem")
+    loss = table[table["quantity"].str.startswith("loss")]  # sharpness: mean half-width over the point fit's RMSE
+    sharp = loss.groupby(["quantity", "size", "band"]).apply(
+        lambda p: pd.Series({"half-width %": 50 * p["width"].mean(), "rmse %": 100 * np.sqrt(np.mean(p["error"] ** 2)),
+                             "hw/rmse": 0.5 * p["width"].mean() / np.sqrt(np.mean(p["error"] ** 2))}))  # fmt: skip
+    summary = summary.join(sharp)
     with pd.option_context("display.width", 160):
         print(summary.round(3).to_string())
-        calls = table[table["band"] == "calibrated"].dropna(subset=["verdict"])
-        improves = calls[calls["verdict"] == "improves"]
-        print(f"\nverdict 'improves' in {len(improves)}/{len(calls)} decisions; true gain > 0 in "
-              f"{np.mean(improves['true_gain'] > 0):.2f} of them")  # fmt: skip
-        for band, part in table.dropna(subset=["verdict"]).groupby("band"):
-            said = part[part["verdict"] == "improves"]
-            right, small, wrong = np.mean(said["true_gain"] > 0), part["true_gain"] < 1e-3, said["true_gain"] < 1e-3
-            print(f"  {band}: 'improves' {len(said)}/{len(part)}, right {right:.2f}; true gain below 0.001 in "
-                  f"{small.sum()}, of which called 'improves' {wrong.sum()}")  # fmt: skip
+    if "verdict" in table:
+        _verdicts(table)
     plain = np.median([c["plain"] for c in costs[1:] or costs])
     calibration = np.median([c["calibration"] for c in costs[1:] or costs])
     print(f"cost: plain bootstrap {plain:.1f} s, calibration {calibration:.1f} s ({calibration / plain:.2f}x)")
+
+
+def _verdicts(table: pd.DataFrame) -> None:
+    """The calibrated verdicts' count and precision, and each band's."""
+    calls = table[table["band"] == "calibrated"].dropna(subset=["verdict"])
+    improves = calls[calls["verdict"] == "improves"]
+    print(f"\nverdict 'improves' in {len(improves)}/{len(calls)} decisions; true gain > 0 in "
+          f"{np.mean(improves['true_gain'] > 0):.2f} of them")  # fmt: skip
+    for band, part in table.dropna(subset=["verdict"]).groupby("band"):
+        said = part[part["verdict"] == "improves"]
+        right, small, wrong = np.mean(said["true_gain"] > 0), part["true_gain"] < 1e-3, said["true_gain"] < 1e-3
+        print(f"  {band}: 'improves' {len(said)}/{len(part)}, right {right:.2f}; true gain below 0.001 in "
+              f"{small.sum()}, of which called 'improves' {wrong.sum()}")  # fmt: skip
 
 
 if __name__ == "__main__":
