@@ -37,14 +37,15 @@ SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 CHECK = (12.0, 20.0)
 
 
-def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] = (0, 2),
-              scores: bool = True) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
+def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] = (0, 2), scores: bool = True,
+              beta_max: float | None = None) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
     key = jax.random.key(seed)
     world = simulate.make_world(key, family)
     mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
     runs = world.runs(mixtures, SIZES, noise=0.002, key=jax.random.fold_in(key, 1))
     losses = [c for c in runs.columns if c.startswith("loss_")]
-    law = cj.CAMEL.sample_init(jax.random.fold_in(key, 2), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0)
+    law = cj.CAMEL.sample_init(jax.random.fold_in(key, 2), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0,
+                               beta_max=beta_max)  # fmt: skip
     strata = np.asarray(runs["size"])
     rows, cost = [], {"plain": 0.0, "calibration": 0.0}
     for v in validation:  # which validation losses' bands are checked
@@ -111,11 +112,12 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=100)
     parser.add_argument("--out", default=None)
     parser.add_argument("--loss-only", action="store_true", help="the loss bands only (no pipeline, no score)")
+    parser.add_argument("--beta-max", type=float, default=None, help="CAMEL's bound on beta (default: the law's)")
     args = parser.parse_args()
     rows, costs = [], []
     for seed in range(args.first, args.first + args.worlds):
         start = time.perf_counter()
-        r, c = one_world(args.family, seed, args.resamples, scores=not args.loss_only)
+        r, c = one_world(args.family, seed, args.resamples, scores=not args.loss_only, beta_max=args.beta_max)
         rows += r
         costs.append(c)
         print(f"world {seed}: {time.perf_counter() - start:.0f} s", flush=True)
