@@ -185,6 +185,9 @@ def _score(pipeline: Pipeline, r: Array, size: Array, batch_axes: int) -> Array:
 BENCHMARK_OPTIONS = FitOptions(delta=1.0, max_steps=5000, log_residuals=False)
 # Proxy losses k_b . L can be <= 0: the mixture laws are fitted on plain residuals.
 PROXY_OPTIONS = FitOptions(log_residuals=False)
+# The calibration's folds refit at most this many resamples each: what the decision study measured its coverage
+# with (study 5, `--resamples 16`); 32 cost 2.1-2.6x the plain bootstrap at B = 100 (`bench_calibration.py`).
+FOLD_RESAMPLES = 16
 
 
 def _plain_residuals(options: FitOptions | None, default: FitOptions, what: str) -> FitOptions:
@@ -305,7 +308,7 @@ def fit_pipeline(
     - `calibrate` (default): also measure the mixture laws' extrapolation error past the largest trained size
       (`calibrate`: 2 folds, holding out the largest and the two largest sizes, or 1 fold for 3 sizes; skipped
       with a warning for fewer), kept in `calibration` for `decide`, `score_draws` and
-      `optimal_mixture`'s verdict. Its folds are one fit of min(B, 32) resamples each. The same folds'
+      `optimal_mixture`'s verdict. Its folds are one fit of min(B, `FOLD_RESAMPLES`) resamples each. The same folds'
       predictions of the score at the held-out runs, against the runs' measured score, give the
       `decision_calibration` (no further fit).
     - `replicates` (default): when runs repeat a (mixture, size), the noise of one run's score (the noise
@@ -358,8 +361,9 @@ def fit_pipeline(
         Y_boot = jnp.repeat(Y, n_resamples, axis=0)
     batched = _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, k_boot, options)
     calibration, decision = None, None
-    if calibrate:  # its folds need the bootstrap's spread at the held-out runs, not its tails: <= 32 resamples
-        folds = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, 32)), options, k_draw)
+    if calibrate:  # its folds need their median prediction at the held-out runs, not the bootstrap's tails
+        folds = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, FOLD_RESAMPLES)), options,
+                             k_draw)  # fmt: skip
         if folds is not None:
             calibration = folds[0]
             predicted = _fold_score(pipeline, folds[1])
