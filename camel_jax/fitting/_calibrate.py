@@ -366,7 +366,8 @@ class DecisionCalibration(eqx.Module):
         return max(0.0, float(np.log(size)) - float(self.center)) / float(self.spread)
 
     def value_sd(self, size: float) -> float:
-        """The score's error at `size` that the bootstrap does not see."""
+        """The score's error at `size` that the bootstrap does not see (`trended`: a fold prediction's whole error,
+        its own resampling error included; `decide` takes the larger of it and the bootstrap's)."""
         d = self.distance(size)
         return float(np.sqrt(float(self.value_floor) ** 2 + (float(self.value_slope) * d) ** 2))
 
@@ -390,7 +391,8 @@ class DecisionCalibration(eqx.Module):
         return float(self.exponent_se) > 0
 
     def gain_sd(self, size: float, predicted: float) -> float:
-        """The error of the scaled gain `scale_at(size)[0] * predicted` at `size` that the bootstrap does not see."""
+        """The error of the scaled gain `scale_at(size)[0] * predicted` at `size` that the bootstrap does not see
+        (`trended`: its own-error part is a fold prediction's whole error; see `value_sd`)."""
         d = self.distance(size)
         own = float(self.gain_floor) ** 2 + (float(self.gain_slope) * d) ** 2
         return float(np.sqrt(2 * own + (predicted * self.scale_at(size)[1]) ** 2))
