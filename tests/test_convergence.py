@@ -535,3 +535,23 @@ def test_benchmark_fits_converge_on_a_simulated_design():
     converged = np.isin(status, [cj.Status.CONVERGED, cj.Status.STALLED])
     assert converged.mean() >= 0.5, f"{converged.mean():.0%} of {status.size} starts converged"
     np.testing.assert_array_equal(np.isin(fits.result.best_status, [cj.Status.CONVERGED, cj.Status.STALLED]), True)
+
+
+def test_tied_camel_anchors_its_size_unit_at_the_smallest_size_so_a_sharpening_term_stops():
+    """On 5 of the paper's sizes (4-8, as `calibrate`'s folds fit) two worlds' data want a size term ever sharper,
+    a term only the smallest runs see. Anchored at the power of ten near the sizes' geometric mean (10, before),
+    2 of 16 starts and the best one ran to the step cap with beta at 23-26 (measured, worlds 7 and 12); anchored at
+    the smallest size every start meets the first-order rule (beta ends where its pull has faded). The free law
+    keeps the order of magnitude (docs/performance.md: its held-out error rose with the anchor)."""
+    sizes = [4.0, 5.0, 6.0, 7.0, 8.0]
+    for seed in (7, 12):
+        key = jax.random.key(seed)
+        world = _simulate.make_world(key, "capacity_data")
+        runs = world.runs(perturbed_mixtures(REFERENCE, 0.2), sizes, noise=0.002, key=jax.random.fold_in(key, 1))
+        data = world.mixture_data(runs, "loss_val_english")
+        result = cj.fit(cj.CAMEL.sample_init(jax.random.key(0), **TIED), data.inputs, data.y, key=jax.random.key(1),
+                        restarts=16)  # fmt: skip
+        assert result.law.size_scale == 4.0
+        assert np.mean(np.asarray(result.converged)) >= 0.9 and cj.Status(int(result.best_status)).is_converged
+    free = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3)
+    assert free.with_data_scales(data.inputs, data.y)["size_scale"] == 10.0

@@ -540,9 +540,9 @@ def _fit_arrays_jit(law, inputs, y, weights, *, key, restarts, inits, options) -
 
 def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
     """`law` with its static units set from the data (`AbstractLaw.with_data_scales`: e.g. CAMEL's `loss_scale`
-    and `size_scale`, the geometric means of the targets and sizes), so that the random starts and the
-    conditioning of a fit are the same in any units. The law itself is returned when it declares no data units,
-    or when the data are traced (inside a `jit`, where units must be static).
+    and `size_scale`, the orders of magnitude of the targets and sizes, or tied CAMEL's smallest size), so that the
+    random starts and the conditioning of a fit are the same in any units. The law itself is returned when it
+    declares no data units, or when the data are traced (inside a `jit`, where units must be static).
 
     **Arguments**:
     - `law`: a law (a structural template).
