@@ -128,9 +128,10 @@ def main() -> None:
     per_world = table.groupby(["quantity", "size", "band", "world"])["covered"].mean()
     summary = per_world.groupby(["quantity", "size", "band"]).agg(coverage="mean", se="sem")
     loss = table[table["quantity"].str.startswith("loss")]  # sharpness: mean half-width over the point fit's RMSE
-    sharp = loss.groupby(["quantity", "size", "band"]).apply(
-        lambda p: pd.Series({"half-width %": 50 * p["width"].mean(), "rmse %": 100 * np.sqrt(np.mean(p["error"] ** 2)),
-                             "hw/rmse": 0.5 * p["width"].mean() / np.sqrt(np.mean(p["error"] ** 2))}))  # fmt: skip
+    sharp = loss.groupby(["quantity", "size", "band"]).agg(**{
+        "half-width %": ("width", lambda w: 50 * w.mean()),
+        "rmse %": ("error", lambda e: 100 * np.sqrt(np.mean(e**2)))})  # fmt: skip
+    sharp["hw/rmse"] = sharp["half-width %"] / sharp["rmse %"]
     summary = summary.join(sharp)
     with pd.option_context("display.width", 160):
         print(summary.round(3).to_string())

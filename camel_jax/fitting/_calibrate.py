@@ -464,7 +464,8 @@ def calibrate_decision(
     predicted, measured = np.atleast_2d(np.asarray(predicted, float)), np.asarray(measured, float)
     size, keeps = np.asarray(size, float), np.asarray(keeps, float)
     used = np.ones(len(size), bool) if used is None else np.asarray(used, bool)
-    noise2 = float(noise_sd) ** 2 if replicated else 0.0
+    noise_var = float(noise_sd) ** 2
+    noise2 = noise_var if replicated else 0.0
     cells = _held_out_cells(predicted, size, keeps, used)
     if not cells:
         raise ValueError("no held-out cell with >= 2 runs past >= 2 trained sizes: the decision cannot be calibrated")
@@ -484,8 +485,8 @@ def calibrate_decision(
     else:  # each fold's own trend, read at its held-out sizes, leaves the own error (the measurement's removed)
         kept, residuals, scaled = _trend_residuals(predicted, measured, size, keeps, used, cells)
         if residuals is not None:
-            own = _own_errors(kept, residuals, float(noise_sd) ** 2)
-        value = [(d2, e2 - float(noise_sd) ** 2) for d2, e2 in scaled]
+            own = _own_errors(kept, residuals, noise_var)
+        value = [(d2, e2 - noise_var) for d2, e2 in scaled]
     gain_floor, gain_slope = _floor_and_slope(np.asarray(own))
     value_floor, value_slope = _floor_and_slope(np.asarray(value))
     s, b, scale_center, cov = trend

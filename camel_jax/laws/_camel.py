@@ -61,9 +61,14 @@ def data_scale(values: Any) -> float:
     none): a unit for the law's internal coordinates. A power of ten (not the mean itself) because units are static
     structure: data of one order of magnitude share one compiled program, and a change of units by a power of ten
     (nats to millinats, parameters to billions) maps the problem onto itself exactly."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    v = v[np.isfinite(v) & (v > 0)]
+    v = _finite_positive(values)
     return float(10.0 ** np.round(np.mean(np.log10(v)))) if v.size else 1.0
+
+
+def _finite_positive(values: Any) -> np.ndarray:
+    """The finite positive entries of `values`, flat, as float64."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    return v[np.isfinite(v) & (v > 0)]
 
 
 def size_anchor(values: Any) -> float:
@@ -76,8 +81,7 @@ def size_anchor(values: Any) -> float:
     the sizes' geometric mean (`data_scale`, before issue 29's measurement of this), the largest size of the paper's
     design, such a term reached b_i = 9e-15 against exp(beta_i z) = 4.5e11 at the smallest size, and most fold and
     backtest fits on 4-5 sizes ended at the step cap (study in docs/performance.md)."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    v = v[np.isfinite(v) & (v > 0)]
+    v = _finite_positive(values)
     return float(v.min()) if v.size else 1.0
 
 

@@ -206,19 +206,19 @@ def _calibrated(draws: np.ndarray, r: np.ndarray, size: float, cal: DecisionCali
     if len(draws) < 2:
         raise ValueError("fewer than 2 resamples give a finite score at these mixtures: no verdict")
     boot_gain = draws[:, 0] - draws[:, 1]
+    median_gain = float(np.median(boot_gain))
     scale, scale_se = cal.scale_at(size)
-    gain = scale * float(np.median(boot_gain))
-    # the score at r: its own draws, or (a scale that follows the size) the reference's plus the scaled gain
-    base = draws[:, 1] if cal.trended else draws[:, 0]
-    value = float(np.median(base)) + (gain if cal.trended else 0.0)
-    gain_var, value_var = (scale * np.std(boot_gain, ddof=1)) ** 2, float(np.var(base, ddof=1))
-    if cal.trended:  # the held-out errors hold the folds' own bootstrap error: the larger of the two, not both
-        own = cal.gain_sd(size, 0.0) ** 2
-        gain_sd = float(np.sqrt(max(gain_var, own) + (float(np.median(boot_gain)) * scale_se) ** 2))
-        value_sd = float(np.sqrt(max(value_var, cal.value_sd(size) ** 2)))
-    else:  # the estimator of format <= 9: the bootstrap's variance plus the held-out excess
-        gain_sd = float(np.sqrt(gain_var + cal.gain_sd(size, float(np.median(boot_gain))) ** 2))
-        value_sd = float(np.sqrt(value_var + cal.value_sd(size) ** 2))
+    gain = scale * median_gain
+    gain_var = (scale * np.std(boot_gain, ddof=1)) ** 2
+    if cal.trended:  # the score at r: the reference's plus the scaled gain; the held-out errors hold the folds' own
+        # bootstrap error, so each band takes the larger of the two variances, not both (the gain adds the scale's)
+        value = float(np.median(draws[:, 1])) + gain
+        value_sd = float(np.sqrt(max(float(np.var(draws[:, 1], ddof=1)), cal.value_sd(size) ** 2)))
+        gain_sd = float(np.sqrt(max(gain_var, cal.gain_sd(size, 0.0) ** 2) + (median_gain * scale_se) ** 2))
+    else:  # the estimator of format <= 9: the score at r from its own draws; the bootstrap's variance plus the excess
+        value = float(np.median(draws[:, 0]))
+        value_sd = float(np.sqrt(float(np.var(draws[:, 0], ddof=1)) + cal.value_sd(size) ** 2))
+        gain_sd = float(np.sqrt(gain_var + cal.gain_sd(size, median_gain) ** 2))
     q = t_quantile((1 + level) / 2, cal.dof)
     p_improve = t_cdf(gain / gain_sd, cal.dof) if gain_sd > 0 else float(gain > 0)
     reason = _outside(r, support)
