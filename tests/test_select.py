@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import random_mixtures
 
@@ -98,3 +99,51 @@ def test_camel_data_runs_through_the_pipeline_bootstrap_save_and_optimizer(tmp_p
     result = cj.optimal_mixture(out, 5, key=jax.random.key(5), model_size=20.0, robust="mean",
                                 reference=simulate.REFERENCE, max_shift=0.2)  # fmt: skip
     assert abs(float(np.sum(result.r)) - 1) < 1e-6 and result.decision is not None
+
+
+def test_a_law_whose_held_out_fit_did_not_converge_ranks_after_every_law_whose_fits_did(monkeypatch):
+    """The ranking rule alone, on given held-out tables: an unconverged fit's error describes where its starts
+    stopped, so a lower error does not lift it above a converged law; a failed fit (NaN) ranks last."""
+    from camel_jax.experiments import _select
+
+    errors = {"stopped-short": (0.1, False), "finished": (0.5, True), "finished-worse": (0.9, True),
+              "failed": (np.nan, True)}  # fmt: skip
+
+    def table(law, data, train, test, **kwargs):
+        error, converged = errors[law]
+        return pd.DataFrame({"repeat": [0], "test_size": test, "n_train": [72], "error": [error],
+                             "converged": [converged], "error_se": [0.01]})  # fmt: skip
+
+    monkeypatch.setattr(_select, "extrapolation_error", table)
+    winner, ranked = cj.select_law({name: name for name in errors}, data_law_world(), key=jax.random.key(0))
+    assert winner == "finished"
+    assert ranked.set_index("law")["rank"].to_dict() == {
+        "finished": 1, "finished-worse": 2, "stopped-short": 3, "failed": 4}  # fmt: skip
+    # when no law's fits converged, the error alone ranks them
+    errors.update({"finished": (0.5, False), "finished-worse": (0.9, False)})
+    winner, _ = cj.select_law({name: name for name in errors}, data_law_world(), key=jax.random.key(0))
+    assert winner == "stopped-short"
+
+
+def test_the_converged_column_is_the_best_starts_status_whose_predictions_are_scored(monkeypatch):
+    """A fit whose best start stopped at the step cap while another start converged is reported unconverged."""
+    import dataclasses
+
+    from camel_jax.experiments import _evaluate
+
+    real_fit = _evaluate.fit
+
+    def fit_with_a_converged_worse_start(*args, **kwargs):
+        result = real_fit(*args, **kwargs)
+        objectives = np.asarray(result.objectives)  # [T, R]
+        best = np.argmin(objectives, axis=-1)
+        status = np.full(objectives.shape, int(cj.Status.CONVERGED))
+        status[np.arange(len(best)), best] = int(cj.Status.MAX_STEPS)
+        return dataclasses.replace(result, status=status, converged=status == int(cj.Status.CONVERGED))
+
+    monkeypatch.setattr(_evaluate, "fit", fit_with_a_converged_worse_start)
+    law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    data = law_data(law, data_law_world(), "c")
+    options = cj.FitOptions(max_steps=20, polish=0)
+    table = cj.extrapolation_error(law, data, [4.0, 5.0, 6.0], 12.0, key=jax.random.key(1), restarts=2, options=options)
+    assert len(table) == 1 and not table["converged"].any()

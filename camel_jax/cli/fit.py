@@ -209,11 +209,19 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
         best, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16))
     except ValueError as error:
         raise UserError(f"--law auto: {error}") from None
-    mean = table.groupby("law", sort=False)["error"].mean().sort_values()
+    ranks = table.groupby("law", sort=False)["rank"].first().sort_values()
+    mean = table.groupby("law", sort=False)["error"].mean()[ranks.index]
+    finished = table.groupby("law", sort=False)["converged"].all()[ranks.index]
     held_out = ", ".join(f"{s:.4g}" for s in sorted(table["test_size"].unique()))
-    print(f"--law auto: held-out MAPE at size {held_out}: " + ", ".join(f"{n} {e:.3f}%" for n, e in mean.items()))
+    print(f"--law auto: held-out MAPE at size {held_out}: " + ", ".join(
+        f"{n} {e:.3f}%" + ("" if finished[n] else " (unconverged)") for n, e in mean.items()))  # fmt: skip
+    if not finished.all() and finished.any():
+        print(f"--law auto: {', '.join(finished.index[~finished])}: the best start of a held-out fit did not converge, "
+              "so its error is not the law's; ranked after the laws whose fits converged")  # fmt: skip
+    # the one-standard-error rule among the laws whose fits converged (all of them when none did)
+    eligible = mean[finished] if finished[best] else mean
     se = float(table.loc[table["law"] == best, "error_se"].mean())
-    winner = simplest_within(mean.to_dict(), {name: n_free_parameters(law) for name, law in laws.items()}, best, se)
+    winner = simplest_within(eligible.to_dict(), {name: n_free_parameters(law) for name, law in laws.items()}, best, se)
     if winner != best:
         print(
             f"--law auto: {winner} ({mean[winner]:.3f}%) is within one standard error ({se:.3f}%, over the held-out "

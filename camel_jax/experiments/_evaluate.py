@@ -21,7 +21,7 @@ from ..fitting._fit import fit
 from ..fitting._io import MixtureData
 from ..laws import CAMEL, DML, PowerLaw
 from ..laws._camel import CAPACITY_EXPONENT
-from ..solver._options import FitOptions
+from ..solver._options import FitOptions, Status
 from ._design import sample_design
 
 METRICS = ("mape", "mae", "rmse")
@@ -201,7 +201,8 @@ def extrapolation_error(
     All repeats are one multi-target fit over 0/1 weight masks (`training_masks`, or `masks` given; with neither
     `n_points` nor a `strategy`, one fit on every run at `train_sizes`). `law` is a
     law template (fitted on `data.inputs` with `restarts` and `options`) or a `DMLNested`. Returns a tidy frame
-    (repeat, test_size, n_train, error, converged | n_skipped) with `metric` in "mape" (percent), "mae", "rmse".
+    (repeat, test_size, n_train, error, converged | n_skipped) with `metric` in "mape" (percent), "mae", "rmse";
+    `converged`: whether the best start, whose predictions are scored, met its stopping rule (CONVERGED or STALLED).
 
     **Arguments**:
     - `law`: a law template or a `DMLNested`; `data`: the runs; `train_sizes`: the sizes to fit on;
@@ -280,7 +281,9 @@ def _predictor(law: Any, data: MixtureData, masks: np.ndarray, key: Array, resta
         return nested
     Y = np.broadcast_to(np.asarray(data.y), masks.shape)
     result = fit(law, data.inputs, Y, weights=masks, key=key, restarts=restarts, options=options)
-    converged = [{"converged": bool(c)} for c in np.atleast_1d(np.asarray(result.converged).any(axis=-1))]
+    # The predictions are the best start's: so is "converged" (its stopping rule met, not any start's)
+    best = np.atleast_1d(np.asarray(result.best_status))
+    converged = [{"converged": Status(int(code)).is_converged} for code in best]
 
     def fitted(s: float, test: np.ndarray):
         inputs = tuple(jnp.asarray(np.asarray(x)[test]) for x in data.inputs)

@@ -77,8 +77,10 @@ def select_law(
     - `metric`: "mape" (percent), "mae" or "rmse"; `restarts`, `options`: of every fit.
 
     **Returns**: (the winner's name, a frame with `SELECT_COLUMNS`): one row per (law, held-out size), `rank` 1 for
-    the lowest mean error over the held-out sizes; a law whose fit fails (non-finite error) ranks last. Laws are
-    ranked by held-out error alone: `converged` (or, for `DMLNested`, no mixture skipped) is reported, not used.
+    the lowest mean error over the held-out sizes among the laws whose every held-out fit converged (`converged`:
+    the best start met its stopping rule; for `DMLNested`, no mixture skipped). A law with an unconverged fit
+    ranks after all of those (its error describes where its starts stopped, not an optimum of the law), and a law
+    whose fit fails (non-finite error) ranks last.
     """
     if metric not in METRICS:
         raise ValueError(f"`metric` must be one of {METRICS}; got {metric!r}")
@@ -99,7 +101,8 @@ def select_law(
         converged = converged.where(table["n_skipped"].isna(), table["n_skipped"] == 0)
     table["converged"] = converged.astype(bool)
     mean = table.groupby("law", sort=False)["error"].mean()
-    order = sorted(mean.index, key=lambda name: (not np.isfinite(mean[name]), mean[name]))
+    finished = table.groupby("law", sort=False)["converged"].all()
+    order = sorted(mean.index, key=lambda name: (not np.isfinite(mean[name]), not finished[name], mean[name]))
     table["rank"] = table["law"].map({name: j + 1 for j, name in enumerate(order)})
     return str(order[0]), table[list(SELECT_COLUMNS) + [c for c in table if c not in SELECT_COLUMNS]]
 
