@@ -609,6 +609,25 @@ def test_bounds_within_rounding_of_the_simplex_are_feasible():
         cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[0.5, 0.3, 0.2001])
 
 
+def test_optimize_says_first_when_the_saved_fit_did_not_converge(files, tmp_path, capsys):
+    """A mixture optimized on a fit whose best start stopped at the step cap is where its starts stopped: `optimize`
+    (and `next`) say so before the answer; the same file marked converged prints no such warning."""
+    import dataclasses
+
+    folder, _, _ = files
+    saved = cj.load(folder / "camel.npz")
+    for code, name in ((cj.Status.MAX_STEPS, "capped.npz"), (cj.Status.CONVERGED, "ok.npz")):
+        status = np.full(np.shape(saved.status), int(code))
+        marked = dataclasses.replace(saved, status=status, converged=np.full(status.shape, code.is_converged))
+        cj.save(marked, tmp_path / name)
+    assert cli.main(["optimize", str(tmp_path / "capped.npz"), "--size", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("warning: ") and printed.index("did not converge") < printed.index("optimal mixture:")
+    assert cli.main(["optimize", str(tmp_path / "ok.npz"), "--size", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert "optimal mixture:" in printed and "did not converge" not in printed
+
+
 # --- issue 30: the CLI's silent decisions are gone ----------------------------------------------------------------
 
 

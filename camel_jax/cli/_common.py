@@ -147,6 +147,17 @@ def _check_decidable(saved: Any, path: str) -> None:
             raise UserError(str(error)) from None
 
 
+def _warn_unreliable(saved: Any, path: str) -> None:
+    """Say, before the answer, what makes the saved fit behind it unreliable (`FitResult.problems()`: a best start
+    that did not converge, R^2 <= 0): a mixture optimized on an unconverged law is where its starts stopped, not
+    the law's optimum, and must not read as an answer."""
+    fitted = _training_data(saved)
+    if fitted is None or fitted.status is None:
+        return
+    for problem in fitted.problems():
+        print(f"warning: {path}: {problem}; what follows rests on that fit")
+
+
 # A target size this many times beyond the trained sizes is said to be an extrapolation far from the data.
 FAR = 4.0
 

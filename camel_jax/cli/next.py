@@ -19,6 +19,7 @@ from ._common import (
     _read_csv,
     _training_data,
     _warn_extrapolation,
+    _warn_unreliable,
 )
 
 
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> None:
     reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
     saved = _load_fit(args.fit)
     _warn_extrapolation(saved, args.size)
+    _warn_unreliable(saved, args.fit)
     columns = _candidate_columns(saved, candidates, args.candidates, args.mixture)
     if reference is not None:
         from ..mixture._optimize import _reference_mixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import UserError, _check_decidable, _floats, _mixture_names, _warn_extrapolation
+from ._common import UserError, _check_decidable, _floats, _mixture_names, _warn_extrapolation, _warn_unreliable
 
 
 def add_parser(sub: Any) -> None:
@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> None:
         _warn_extrapolation(saved, args.size)
     _check_tokens(saved, args)
     bounds = _bounds(args)
+    _warn_unreliable(saved, args.saved)
     key = jax.random.key(args.seed)
     if isinstance(saved, FitResult):
         result = _optimize_fit(saved, args, bounds, key)
