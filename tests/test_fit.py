@@ -31,10 +31,15 @@ def test_huber_and_objective_by_hand():
         np.sum(np.asarray(w) * h) / 3.5,
         rtol=1e-14,
     )
+    # plain residuals are in units of the targets' weighted root mean square (a fraction of their size)
     plain = cj.objective(law, (x,), y, w, cj.FitOptions(delta=10.0, log_residuals=False))
-    np.testing.assert_allclose(
-        plain, np.sum(np.asarray(w) * 0.5 * (1.0 + 2.0 / np.asarray(x) - np.asarray(y)) ** 2), rtol=1e-14
-    )
+    rms = np.sqrt(np.sum(np.asarray(w) * np.asarray(y) ** 2) / np.sum(np.asarray(w)))
+    expected = np.sum(np.asarray(w) * 0.5 * ((1.0 + 2.0 / np.asarray(x) - np.asarray(y)) / rms) ** 2)
+    np.testing.assert_allclose(plain, expected, rtol=1e-14)
+    res = (1.0 + 2.0 / np.asarray(x) - np.asarray(y)) / rms
+    linear = np.where(np.abs(res) <= 0.01, 0.5 * res**2, 0.01 * (np.abs(res) - 0.005))
+    plain = cj.objective(law, (x,), y, w, cj.FitOptions(delta=0.01, log_residuals=False))
+    np.testing.assert_allclose(plain, np.sum(np.asarray(w) * linear), rtol=1e-14)
 
 
 def test_zero_weight_points_contribute_exactly_zero_even_with_nan_targets():
@@ -439,3 +444,24 @@ def test_the_hessian_in_column_batches_is_the_full_one():
     # the batched path is the one taken above the threshold (a column-by-column map, not one d-tangent push)
     assert "scan" in str(jax.make_jaxpr(hessian(fun, P))(x))
     assert "scan" not in str(jax.make_jaxpr(hessian(fun, 10))(x))
+
+
+def test_plain_residuals_are_a_fraction_of_the_targets_so_their_units_do_not_change_the_fit():
+    """Under plain residuals (proxy losses, accuracies) the targets x c give predictions x c: residuals are in units
+    of the targets' root mean square, so Huber's delta means the same share of them at any c. (With delta in the
+    targets' own units, 0.3% noise lay inside delta at c = 1e-3 and far beyond it at c = 1e3: two other fits.)"""
+    from camel_jax import simulate
+
+    world = simulate.default_world(jax.random.key(0))
+    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE), [4.0, 5.0, 6.0, 8.0], noise=0.003,
+                      key=jax.random.key(1))  # fmt: skip
+    data = world.mixture_data(runs, "loss_val0")
+    law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
+    options = cj.FitOptions(log_residuals=False)
+    at = (np.asarray(simulate.REFERENCE)[None, :], np.array([20.0]))
+    predictions = {}
+    for c in (1e-3, 1e3):
+        result = cj.fit(law, data.inputs, c * np.asarray(data.y), key=jax.random.key(2), restarts=4, options=options)
+        assert cj.Status(int(result.best_status)).is_converged
+        predictions[c] = float(result.predict(*at)[0]) / c
+    assert predictions[1e3] == pytest.approx(predictions[1e-3], rel=1e-6)

@@ -37,7 +37,7 @@ from ..solver._implicit import implicit_solution
 from ..solver._lanes import lane_width, polish_width, run_lanes
 from ..solver._lbfgs import Solution
 from ..solver._options import FitOptions, Status
-from ..solver._residuals import residuals
+from ..solver._residuals import fit_residuals
 from ._identify import Identifiability, identifiability, paper_params
 
 
@@ -72,7 +72,7 @@ def objective(
     """
     mask = weights > 0
     y_safe = jnp.where(mask, y, 1.0)  # a NaN target at a masked point must not reach the gradient
-    res = residuals(law(*inputs), y_safe, options.log_residuals)
+    res = fit_residuals(law(*inputs), y_safe, weights, options.log_residuals)
     value = jnp.sum(jnp.where(mask, weights * huber(jnp.where(mask, res, 0.0), options.delta), 0.0))
     if options.reduction == "mean":
         value = value / jnp.sum(weights)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ..solver._residuals import residuals  # the fit's own residuals
+from ..solver._residuals import fit_residuals  # the fit's own residuals
 
 
 class Identifiability(eqx.Module):
@@ -74,7 +74,8 @@ def _derivatives(law, inputs, y, weights, log_residuals: bool, positive: tuple[b
     y_safe = jnp.where(used, y, 1.0)
 
     def r(z):
-        return jnp.where(used, residuals(eqx.combine(unravel(z), static)(*inputs), y_safe, log_residuals), 0.0)
+        fitted = eqx.combine(unravel(z), static)(*inputs)
+        return jnp.where(used, fit_residuals(fitted, y_safe, weights, log_residuals), 0.0)
 
     def natural(z):
         values = coordinates(eqx.combine(unravel(z), static)).values()

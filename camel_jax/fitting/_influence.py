@@ -41,7 +41,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..solver._implicit import DerivativeStatus, _hessian_parts, default_rcond, derivative_status
 from ..solver._options import FitOptions, Status
-from ._fit import FitResult, objective, residuals
+from ..solver._residuals import fit_residuals
+from ._fit import FitResult, objective
 from ._identify import element_names
 
 
@@ -249,8 +250,11 @@ def first_order(law, inputs, y, weights, converged, options) -> dict[str, Array]
     # Leverage: h_p = c w_p huber''(r_p) grad r_p^T H^{-1} grad r_p, the Gauss-Newton share of run p in H (c = 1,
     # or 1 / sum w under reduction="mean"). Removing the run removes that share: Sherman-Morrison divides the
     # first-order change by 1 - h_p. A run with h_p near 1 alone determines a direction: NaN.
-    fitted_residuals = jax.jacfwd(lambda z: residuals(eqx.combine(unravel(z), static)(*inputs), safe_y, log_res))(x)
-    r = residuals(law(*inputs), safe_y, log_res)
+    def res_of(z: Array) -> Array:  # the objective's residuals (plain ones in units of the targets' size)
+        return fit_residuals(eqx.combine(unravel(z), static)(*inputs), safe_y, weights, log_res)
+
+    fitted_residuals = jax.jacfwd(res_of)(x)
+    r = res_of(x)
     share = jnp.where((jnp.abs(r) <= options.delta) & (weights > 0), weights, 0.0)
     if options.reduction == "mean":
         share = share / jnp.sum(weights)

@@ -50,7 +50,8 @@ class FitOptions:
 
     **Objective**: `sum_p w_p huber(res_p, delta)` (divided by `sum_p w_p` when `reduction="mean"`), plus
     `penalty(law)` if given, where `res_p = log pred_p - log y_p` when `log_residuals` (the default) and
-    `pred_p - y_p` otherwise.
+    `(pred_p - y_p) / s` otherwise, s the targets' weighted root mean square: either way a residual is a fraction
+    of the targets' size, so `delta` = 1e-3 is a 0.1% error and the targets' units do not change the fit.
 
     **Solver**: multi-start L-BFGS (`_lbfgs`), at most `max_steps` objective evaluations per start, until the
     gradient's inf-norm reaches `tol` relative to what 0.1% residuals exert (see `gradient_tolerance`; None: 1e-7 in
@@ -124,13 +125,10 @@ class FitOptions:
     def gradient_tolerance(self, weights: Array, y: Array) -> Array:
         """The absolute bound on the gradient's inf-norm that counts as converged: `tol` times the gradient that
         residuals of size r0 exert on a unit-sensitivity coordinate, `r0 * sum(weights)` (`r0` under
-        `reduction="mean"`), with r0 = min(`delta`, 1e-3 of the targets' size): 1e-3 under log residuals (a 0.1%
-        error), 1e-3 of the targets' weighted root mean square under plain ones. It does not depend on the units
-        of loss or size nor on the number of points."""
-        if self.log_residuals:
-            size = jnp.ones((), weights.dtype)
-        else:
-            size = jnp.sqrt(jnp.sum(jnp.where(weights > 0, weights * y * y, 0.0)) / jnp.sum(weights))
-        r0 = jnp.minimum(self.delta, 1e-3 * size)
+        `reduction="mean"`), with r0 = min(`delta`, 1e-3): a 0.1% error, under log residuals and under plain ones
+        alike (those are in units of the targets' root mean square). It does not depend on the units of loss or
+        size nor on the number of points; `y` is not read."""
+        del y
+        r0 = min(self.delta, 1e-3)
         scale = r0 * (weights.sum() if self.reduction == "sum" else 1.0)
-        return self.tolerance(weights.dtype) * scale
+        return self.tolerance(weights.dtype) * jnp.asarray(scale, weights.dtype)

@@ -1,5 +1,5 @@
-"""The residuals every fit minimizes, shared by `_fit` and `_identify` (which measures what they determine), so
-that the two never disagree."""
+"""The residuals every fit minimizes, shared by `_fit`, `_influence` and `_identify` (which measures what they
+determine), so that they never disagree."""
 
 from __future__ import annotations
 
@@ -24,3 +24,22 @@ def residuals(prediction: Array, y: Array, log_residuals: bool) -> Array:
     log_part = jnp.log(jnp.where(above, prediction, floor)) - jnp.log(y)
     linear_part = float(np.log(LOG_FLOOR)) + (prediction - floor) / floor  # a Python float stays weakly typed
     return jnp.where(above, log_part, linear_part)
+
+
+def target_scale(y: Array, weights: Array) -> Array:
+    """The targets' weighted root mean square over the points of positive weight (1 when it is 0): the unit of
+    plain residuals, so that Huber's `delta` and the gradient tolerance mean a fraction of the targets' size, as
+    they do under log residuals, and multiplying the targets by c changes the fit's predictions by c only."""
+    used = weights > 0
+    total = jnp.sum(jnp.where(used, weights, 0.0))
+    square = jnp.sum(jnp.where(used, weights * jnp.where(used, y, 0.0) ** 2, 0.0))
+    scale = jnp.sqrt(square / jnp.where(total > 0, total, 1.0))
+    return jnp.where(scale > 0, scale, 1.0)
+
+
+def fit_residuals(prediction: Array, y: Array, weights: Array, log_residuals: bool) -> Array:
+    """The residuals a fit's objective takes: `log pred - log y` (`residuals`), or `(pred - y) / s` with s the
+    targets' weighted root mean square (`target_scale`). `y` must be finite where `weights` are positive."""
+    if log_residuals:
+        return residuals(prediction, y, True)
+    return (prediction - y) / target_scale(y, weights)
