@@ -303,7 +303,7 @@ def section_scipy(quick: bool) -> None:
         result = cj.fit(template, inputs, y, **kwargs)
         jax.block_until_ready(result.objective)
         ours = (time.perf_counter() - t0) / n_ours
-        tol = float(cj.FitOptions().gradient_tolerance(result.weights, result.y))
+        tol = float(cj.FitOptions().gradient_tolerance(result.weights))
         sub = jax.tree.map(lambda a: a[:n_scipy], starts)
         seconds, objectives, converged = scipy_to_convergence(template, inputs, y, sub, tol)
         theirs = seconds / n_scipy

@@ -358,7 +358,7 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, opt
         flat = jnp.take_along_axis(flat, kept[..., None], axis=1)
     T, R, d = flat.shape
     # each lane carries its target's data: rows of Y and W repeated per start, and the target's tolerance
-    tol = jax.vmap(options.gradient_tolerance)(W, Y)
+    tol = jax.vmap(options.gradient_tolerance)(W)
     data = tuple(jnp.repeat(a, R, axis=0) for a in (Y, W, tol))
     width = lane_width(T * R, starts_side_by_side(Y.shape[-1], flat.dtype.itemsize), options.lanes)
     solution = _in_lanes(lbfgs, loss, flat.reshape(T * R, d), data, width, ROUND_STEPS, options.max_steps,

@@ -122,13 +122,12 @@ class FitOptions:
             return float(self.tol)
         return 1e-7 if np.dtype(dtype) == np.float64 else 1e-4
 
-    def gradient_tolerance(self, weights: Array, y: Array) -> Array:
+    def gradient_tolerance(self, weights: Array) -> Array:
         """The absolute bound on the gradient's inf-norm that counts as converged: `tol` times the gradient that
         residuals of size r0 exert on a unit-sensitivity coordinate, `r0 * sum(weights)` (`r0` under
         `reduction="mean"`), with r0 = min(`delta`, 1e-3): a 0.1% error, under log residuals and under plain ones
         alike (those are in units of the targets' root mean square). It does not depend on the units of loss or
-        size nor on the number of points; `y` is not read."""
-        del y
+        size nor on the number of points."""
         r0 = min(self.delta, 1e-3)
         scale = r0 * (weights.sum() if self.reduction == "sum" else 1.0)
         return self.tolerance(weights.dtype) * jnp.asarray(scale, weights.dtype)

@@ -30,9 +30,8 @@ def target_scale(y: Array, weights: Array) -> Array:
     """The targets' weighted root mean square over the points of positive weight (1 when it is 0): the unit of
     plain residuals, so that Huber's `delta` and the gradient tolerance mean a fraction of the targets' size, as
     they do under log residuals, and multiplying the targets by c changes the fit's predictions by c only."""
-    used = weights > 0
-    total = jnp.sum(jnp.where(used, weights, 0.0))
-    square = jnp.sum(jnp.where(used, weights * jnp.where(used, y, 0.0) ** 2, 0.0))
+    total = jnp.sum(weights)  # weights are >= 0: those of the unused points add nothing
+    square = jnp.sum(weights * jnp.where(weights > 0, y, 0.0) ** 2)  # an unused point's y may be NaN
     scale = jnp.sqrt(square / jnp.where(total > 0, total, 1.0))
     return jnp.where(scale > 0, scale, 1.0)
 
