@@ -136,6 +136,28 @@ def test_one_compile_per_method_across_repeats_and_budgets():
     assert len(table) == 8 and np.all(np.isfinite(table["regret"]))
 
 
+def test_a_new_world_reuses_every_compiled_program():
+    # worlds 2 and 3 put their validation losses at other centers (3 and 4 nats, in other orders): the
+    # loss-to-benchmark fits run at center 0 and the pipelines hold their laws without one, so the second world
+    # traces no fit, no start and no ascent (it compiled 10 programs, 9 s of a 37 s world, before)
+    def centers(seed):
+        world = simulate.make_world(jax.random.key(seed))
+        runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 10.0])
+        L = runs[[f"loss_{v}" for v in world.validation_sets]].to_numpy()
+        return world, cj.LossToBenchmark.sample_init(jax.random.key(0), n_losses=L.shape[1]).with_data_scales(
+            (L,), None)["center"]  # fmt: skip
+
+    (first, c2), (second, c3) = centers(2), centers(3)
+    assert c2 != c3
+    kw = dict(repeats=2, restarts=2, budgets=[None])
+    cj.backtest(first, ["camel"], key=jax.random.key(0), **kw)
+    names = ("fit_compiled", "starts_compiled", "_solve")
+    with traces_of(names[0]) as fits, traces_of(names[1]) as starts, traces_of(names[2]) as ascents:
+        table = cj.backtest(second, ["camel"], key=jax.random.key(1), **kw)
+    assert (fits, starts, ascents) == ([], [], [])
+    assert len(table) == 2 and np.all(np.isfinite(table["regret"]))
+
+
 def test_resampled_bands_and_robust_picks_keep_the_design_and_add_one_program():
     world = simulate.make_world(jax.random.key(0))
     kw = dict(key=jax.random.key(0), repeats=2, restarts=2, max_shift=0.2)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import shared_data
-from helpers import make_pipeline
+from helpers import make_pipeline, traces_of
 
 import camel_jax as cj
 from camel_jax import simulate
@@ -99,6 +99,42 @@ def test_fit_benchmarks_on_simulated_checkpoints_recovers_the_logistic_maps():
         pred = np.asarray(fits.laws[f"acc_{b}"](jnp.asarray(runs[losses].to_numpy())))
         np.testing.assert_allclose(pred, runs[f"acc_{b}"], atol=1e-5)
     assert list(fits.proxy) == ["acc_mmlu", "acc_gsm8k"]
+
+
+def test_benchmark_fits_at_another_center_are_the_same_fit_and_reuse_the_program():
+    # fit_at_center fits L - c with the law centred at 0: the same leaves and residuals as a fit of L centred at
+    # c, so warm-started refits agree exactly and random starts to rounding; losses 1 nat higher (another center)
+    # reuse the compiled fit
+    from camel_jax.fitting._fit import fit
+    from camel_jax.laws import LossToBenchmark
+    from camel_jax.mixture._pipeline import BENCHMARK_OPTIONS, fit_at_center
+
+    world = simulate.default_world(jax.random.key(1))
+    runs = world.runs(np.random.default_rng(0).dirichlet(np.ones(5), 12), [4.0, 6.0, 8.0, 12.0], noise=0.003,
+                      key=jax.random.key(2))  # fmt: skip
+    L = jnp.asarray(runs[[f"loss_{v}" for v in world.validation_sets]].to_numpy())
+    Y = jnp.asarray(runs[["acc_mmlu", "acc_gsm8k"]].to_numpy().T)
+    key = jax.random.key(0)
+    template = LossToBenchmark.sample_init(key, n_losses=L.shape[1], monotone=True)
+    kw = dict(key=key, options=BENCHMARK_OPTIONS)
+    plain = fit(template, (L,), Y, restarts=8, **kw)
+    moved = fit_at_center(template, L, Y, restarts=8, **kw)
+    assert moved.law.center == plain.law.center and moved.law.center is not None
+    assert moved.law.loss_spread == plain.law.loss_spread
+    assert moved.inputs[0] is L
+    np.testing.assert_allclose(moved.objective, plain.objective, rtol=1e-9)
+    np.testing.assert_allclose(moved.predict(L), plain.predict(L), atol=1e-6)
+    warm = jax.tree.map(lambda leaf: leaf[:, None], plain.law)
+    one = jax.tree.map(lambda leaf: leaf[0], plain.law)
+    a, b = fit(one, (L,), Y, inits=warm, **kw), fit_at_center(one, L, Y, inits=warm, **kw)
+    assert b.law.center == a.law.center
+    for x, y in zip(jax.tree.leaves(a.laws), jax.tree.leaves(b.laws)):
+        np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-14)
+    with traces_of("fit_compiled") as traces:
+        higher = fit_at_center(template, L + 1.0, Y, restarts=8, **kw)
+    assert traces == []
+    assert higher.law.center == tuple(c + 1.0 for c in plain.law.center)
+    np.testing.assert_allclose(higher.predict(L + 1.0), moved.predict(L), atol=1e-6)
 
 
 BENCHMARKS = [

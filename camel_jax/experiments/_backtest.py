@@ -477,7 +477,10 @@ def _benchmark_laws(setup: _Setup, masks: np.ndarray) -> tuple[Any, np.ndarray]:
     def by_budget(*leaves: Array) -> Array:  # [R, nb * B, ...] -> [nb, R, B, ...]
         return jnp.swapaxes(jnp.stack(leaves).reshape((R, nb, B) + leaves[0].shape[1:]), 0, 1)
 
-    laws = [law.in_units(laws[0].center, laws[0].loss_spread) for law in laws]  # each repeat's own losses set units
+    # Each repeat's own losses set its laws' center; the pipelines hold them without one (B itself, the same
+    # function), so that their programs (the ascent, the bands) do not depend on the world's losses and a new
+    # world reuses them.
+    laws = [law.in_units(None, laws[0].loss_spread) for law in laws]
     stacked = jax.tree.map(by_budget, *laws)
     proxy = np.swapaxes(np.stack(proxies).reshape(R, nb, B, P), 0, 1)
     return stacked, proxy
