@@ -465,3 +465,26 @@ def test_plain_residuals_are_a_fraction_of_the_targets_so_their_units_do_not_cha
         assert cj.Status(int(result.best_status)).is_converged
         predictions[c] = float(result.predict(*at)[0]) / c
     assert predictions[1e3] == pytest.approx(predictions[1e-3], rel=1e-6)
+
+
+def test_warnings_name_the_callers_line_however_deep_they_arise():
+    # a fixed stacklevel named a line inside camel_jax whenever a fit was called by another function of the package
+    # (fit_benchmarks -> fit_at_center -> fit): every warning now names the first frame outside the package
+    import warnings
+
+    from camel_jax.simulate import default_world
+
+    world = default_world(jax.random.key(1))
+    runs = world.runs(random_mixtures(np.random.default_rng(2), 6, 5), [4.0, 8.0], noise=0.003, key=jax.random.key(3))
+    losses = [f"loss_{v}" for v in world.validation_sets]
+    capped = cj.FitOptions(max_steps=2, polish=0, delta=1.0, log_residuals=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu"], key=jax.random.key(0), restarts=2,
+                                 options=capped)  # fmt: skip
+        data = world.mixture_data(runs, losses[0])
+        cj.fit(cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=3), data.inputs, data.y,
+               key=jax.random.key(0), restarts=2, options=cj.FitOptions(max_steps=2, polish=0))  # fmt: skip
+    kinds = {type(w.message).__name__ for w in caught}
+    assert "FitWarning" in kinds and fits.laws  # both fits stopped at the cap, and the design holds 2 sizes
+    assert [w.filename for w in caught] == [__file__] * len(caught), [(w.filename, w.lineno) for w in caught]

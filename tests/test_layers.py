@@ -15,6 +15,7 @@ LAYERS = {
     "laws": BASE,  # the laws, one file each, and the registry of their names
     "_version": BASE,
     "_deprecated": BASE,  # old names forwarded for one release (issue 33), used by every layer
+    "_warn": BASE,  # warnings that name the caller's line, used by every layer
     "solver": SOLVER,  # options and status codes, input checks, L-BFGS, the Newton finish, the implicit adjoint
     "fitting": FITTING,  # data containers, objective, fit, bootstrap, identifiability, calibration, influence
     "mixture": MIXTURE,  # the pipeline, the optimal mixture, the verdict, the next runs, their table front ends

@@ -14,6 +14,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from .._warn import user_stacklevel
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
 from ..solver._options import FitOptions, Status
@@ -197,9 +198,8 @@ def bootstrap(
         if not pieces:
             raise
         done = min(len(pieces) * plan.chunk, W.shape[0])
-        warnings.warn(
-            f"bootstrap interrupted: returning the {done} of {W.shape[0]} resamples that finished", stacklevel=2
-        )
+        warnings.warn(f"bootstrap interrupted: returning the {done} of {W.shape[0]} resamples that finished",
+                      stacklevel=user_stacklevel())  # fmt: skip
         W = W[:done]
     merged = jax.tree.map(lambda *leaves: jnp.asarray(np.concatenate(leaves)[: W.shape[0]]), *pieces)
     return BootstrapResult(merged.law, merged.objective, merged.converged, merged.n_failed, W, merged.status)

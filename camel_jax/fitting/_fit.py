@@ -21,6 +21,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from .._warn import user_stacklevel
 from ..laws._base import count
 from ..solver import _lbfgs as lbfgs
 from ..solver import _newton as newton
@@ -94,8 +95,10 @@ class FitWarning(UserWarning):
     """Warned by `fit` when its answer is unreliable: one warning per sentence of `FitResult.problems()`.
 
     A `UserWarning`, so it shows by default; filter it by category (`warnings.simplefilter("error", FitWarning)`
-    makes every unreliable fit raise, as `fit(..., throw=True)` does). **Fields**: `unconverged`, how many targets'
-    best starts did not meet their stopping rule (0 for a warning about R^2), of `targets` fitted.
+    makes every unreliable fit raise, as `fit(..., throw=True)` does). It names the line of your code that led to
+    the fit, however deep inside camel_jax the fit ran (`fit_benchmarks`, `fit_pipeline`, `backtest`), as every
+    warning of the package does. **Fields**: `unconverged`, how many targets' best starts did not meet their
+    stopping rule (0 for a warning about R^2), of `targets` fitted.
     """
 
     def __init__(self, message: str, unconverged: int = 0, targets: int = 1) -> None:
@@ -686,7 +689,7 @@ def fit(
     for problem in problems:
         # problems() lists the unconverged targets first, when there are any
         counted = unconverged.size if problem is problems[0] else 0
-        warnings.warn(FitWarning(problem, counted, best.size), stacklevel=2)
+        warnings.warn(FitWarning(problem, counted, best.size), stacklevel=user_stacklevel())
     n_starts = np.asarray(result.objectives).shape[-1]
     if throw and bool(np.any(np.asarray(result.n_failed) == n_starts)):
         raise RuntimeError(

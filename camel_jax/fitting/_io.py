@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from .._warn import user_stacklevel
+
 # Real tables round mixture weights (e.g. to 3 decimals): rows whose sum is within this of 1 are renormalized.
 MIXTURE_SUM_TOLERANCE = 1e-2
 
@@ -215,7 +217,7 @@ def _accuracies(y: np.ndarray, name: str, labels: Sequence[Any] | None = None) -
         warnings.warn(
             f"{name} is {y[i]:g} at row {list(labels)[i]!r} ({int(below.sum())} value(s) below 0): accuracies are "
             "fractions in [0, 1]; fitted as given",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     return y
 

@@ -20,6 +20,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._deprecated import renamed_keywords, warn_renamed
+from .._warn import user_stacklevel
 from ..fitting._calibrate import (
     Calibration,
     DecisionCalibration,
@@ -413,7 +414,7 @@ def _decision_calibration(
         return calibrate_decision(predicted, measured, held.size, held.keeps, noise_sd=noise, used=used,
                                   replicated=repeated, fitted=fitted)  # fmt: skip
     except ValueError as error:
-        warnings.warn(f"{error}: verdicts fall back to the proxy losses' calibration", stacklevel=4)
+        warnings.warn(f"{error}: verdicts fall back to the proxy losses' calibration", stacklevel=user_stacklevel())
         return None
 
 
@@ -518,7 +519,7 @@ def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> tuple[C
         warnings.warn(
             f"the runs hold {n_sizes} distinct size(s): the extrapolation error cannot be calibrated (it needs a "
             "held-out size and 2 to fit), so bands and verdicts are the bootstrap's alone",
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         return None
     groups, strata, n_resamples = resampling

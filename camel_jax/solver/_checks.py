@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from .._warn import user_stacklevel
 from ..laws._base import n_free_parameters
 
 
@@ -201,7 +202,7 @@ def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
         warnings.warn(
             f"fitting {n_params} free parameters to {n_used} points: the law is not identifiable from these data; "
             "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     _warn_sizes(law, arrays, W)
     n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
@@ -211,7 +212,7 @@ def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
             warnings.warn(
                 "the data hold one mixture: nothing determines how the loss changes with the mixture, so the "
                 "mixture parameters are arbitrary and no mixture can be recommended from this fit",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
 
@@ -228,14 +229,14 @@ def _warn_sizes(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
         warnings.warn(
             f"the data hold one model size (inputs[{position}]): nothing determines how the loss changes with "
             "size, so the size exponents and the floor C are arbitrary and predictions at other sizes meaningless",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     elif n_sizes < n_size_params:
         warnings.warn(
             f"the data hold {n_sizes} distinct model sizes for {n_size_params} parameters of the size dependence: "
             "the floor and the size exponents are not determined (see `FitResult.identifiability()`); "
             "extrapolation in size is unreliable",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
 
