@@ -249,20 +249,16 @@ def fit_benchmark_laws(
 
 def fit_at_center(template: LossToBenchmark, L: Array, Y: Array, *, inits: Any = None, **kwargs: Any) -> FitResult:
     """`fit` of loss-to-benchmark laws on the losses `L` [P, V], run as the same fit of `L - c` by laws whose
-    `center` is 0 (`kwargs` go to `fit`). c is the center the fit would set from the data (`with_data_scales`), or
-    that of `inits` (warm starts). A law stores its intercept at its center, B_c = B + k . c, so a law of L - c
-    centred at 0 and a law of L centred at c have the same leaves and compute the same residuals: only the static
-    center differs. The compiled programs then do not depend on where the losses lie, and a new table, world or
-    resample reuses them (a backtest world compiled the loss-to-benchmark fit anew for its centers: 3 s of 25).
+    `center` is 0 (`kwargs` go to `fit`, which sets the other unit, the losses' spread, as usual). c is the center
+    the fit would set from the data (`with_data_scales`), or that of `inits` (warm starts). A law stores its
+    intercept at its center, B_c = B + k . c, so a law of L - c centred at 0 and a law of L centred at c have the
+    same leaves and compute the same residuals: only the static center differs. The compiled programs then do not
+    depend on where the losses lie, and a new table, world or resample reuses them (a backtest world compiled the
+    loss-to-benchmark fit anew for its centers: 3 s of 25).
 
     **Returns**: the `FitResult` in the original losses (inputs `(L,)`, laws centred at c), as `fit` on L."""
     L = jnp.asarray(L)
-    if inits is not None:
-        center = inits.center
-    else:
-        units = template.with_data_scales((L,), Y)
-        center = units.get("center")
-        template = dataclasses.replace(template, loss_spread=units.get("loss_spread", template.loss_spread))
+    center = inits.center if inits is not None else template.with_data_scales((L,), Y).get("center")
     if center is None:  # too few finite rows to set a center from: the fit as it is
         return fit(template, (L,), Y, inits=inits, **kwargs)
     zero = tuple(0.0 for _ in center)
