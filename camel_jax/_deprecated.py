@@ -14,13 +14,17 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from ._warn import user_stacklevel
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
-    """Warn that `old` is deprecated in favour of `new` (`stacklevel` 3: the caller of the function that warns)."""
+def warn_renamed(old: str, new: str) -> None:
+    """Warn that `old` is deprecated in favour of `new`, naming the caller's line (the first frame outside camel_jax:
+    Python shows a `DeprecationWarning` by default only when that line is in `__main__`, so one named inside the
+    package, as a fixed stacklevel did for `backtest`'s old-style method, was never shown)."""
     warnings.warn(f"{old} is deprecated: use {new} (the old name goes in the next release)", DeprecationWarning,
-                  stacklevel=stacklevel)  # fmt: skip
+                  stacklevel=user_stacklevel())  # fmt: skip
 
 
 def renamed_keywords(**renames: str) -> Callable[[F], F]:

@@ -134,8 +134,10 @@ def test_backtest_objective_keyword_and_old_callables():
     with pytest.warns(DeprecationWarning, match=r"backtest\(objective=...\) is deprecated"):
         old = cj.backtest(world, {"uniform": _uniform}, objective="math", **kw)
     pd.testing.assert_frame_equal(old, new)
-    with pytest.warns(DeprecationWarning, match="a backtest method taking `objective=` is deprecated"):
+    with pytest.warns(DeprecationWarning, match="a backtest method taking `objective=` is deprecated") as record:
         legacy = cj.backtest(world, {"uniform": _old_uniform}, benchmark_weights="math", **kw)
+    # named at this line, not inside camel_jax: outside __main__ Python would never show it
+    assert {w.filename for w in record if w.category is DeprecationWarning} == {__file__}
     pd.testing.assert_frame_equal(legacy, new)
     with pytest.raises(TypeError, match="got both `objective` and `benchmark_weights`"):
         cj.backtest(world, {"uniform": _uniform}, objective="math", benchmark_weights="math", **kw)
