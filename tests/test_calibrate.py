@@ -86,6 +86,74 @@ def test_a_shared_drift_shows_through_a_noise_estimate_inflated_by_lack_of_fit()
     assert float(mix[0]) < 0.2 * kl  # no spread by mixture beyond the noise
 
 
+def test_pooled_moments_sum_every_targets_cells():
+    # pooled kappa^2 = (sum over targets of each one's moment numerator) / (sum of denominators): with every point
+    # present that is the mean of the targets' own kappa^2; with a target missing points, its cells weigh less
+    rng = np.random.default_rng(2)
+    T, B, H = 3, 20, 11
+    cells = []
+    for d in (0.2, 0.3, 0.5):
+        err = d * (0.01 * rng.standard_normal((T, 1)) + 0.004 * rng.standard_normal((T, H)))
+        cells.append((d, err, 0.001 * rng.standard_normal((T, B, H)), np.ones((T, H))))
+    noise = np.full(T, 1e-6)
+    level, mix, _, _ = _moments(cells, noise)
+    p_level, p_mix, _, _ = _moments(cells, noise, pool=True)
+    np.testing.assert_allclose(p_level, np.sqrt(np.mean(level**2)), rtol=1e-12)
+    np.testing.assert_allclose(p_mix, np.sqrt(np.mean(mix**2)), rtol=1e-12)
+    assert np.ptp(level) > 0 and np.ptp(p_level) == 0  # the targets differed; pooled, they share one value
+    mask = np.ones((T, H))
+    mask[2, 4:] = 0.0  # the third target holds 4 of the 11 points
+    holey = [(d, e, s, mask) for d, e, s, _ in cells]
+    den = np.array([4.0 if t == 2 else H for t in range(T)]) * sum(d**2 for d, *_ in cells)
+    level, mix, _, _ = _moments(holey, noise)
+    p_level, p_mix, _, _ = _moments(holey, noise, pool=True)
+    np.testing.assert_allclose(p_level**2, np.sum(level**2 * den) / np.sum(den), rtol=1e-12)
+    np.testing.assert_allclose(p_mix**2, np.sum(mix**2 * den) / np.sum(den), rtol=1e-12)
+
+
+def test_pooled_kappas_are_read_with_the_pooled_degrees_of_freedom():
+    # A known answer: errors past the data d * a, a ~ N(0, k^2) drawn afresh per (target, cell), no noise and no
+    # bootstrap spread, every cell at one distance. Then kappa_hat^2 ~ k^2 chi2_n / n over n cells, and a new
+    # error over its predicted sd is Student-t with n dof: the band covers exactly 95% when read with n dof, n = 3
+    # per target alone and 5 x 3 pooled; pooled with 3 dof it would cover more (about 99%). 4,000 worlds: the
+    # coverage's standard error is 0.0035.
+    rng = np.random.default_rng(3)
+    T, n_worlds, d, k = 5, 4000, 0.4, 0.01
+    covered = {"alone": [], "pooled": []}
+    width = {"alone": [], "pooled": []}
+    for _ in range(n_worlds):
+        a = k * rng.standard_normal((3, T))
+        cells = [(d, d * a[c][:, None] * np.ones((T, 2)), np.zeros((T, 2, 2)), np.ones((T, 2))) for c in range(3)]
+        new = d * k * rng.standard_normal(T)
+        for name, pool in (("alone", False), ("pooled", True)):
+            level, mix, _, _ = _moments(cells, np.zeros(T), pool=pool)
+            cal = _calibration(level, mix, cells=(d, d, d)) if not pool else cj.Calibration(
+                jnp.asarray(level), jnp.asarray(mix), 10.0, 1, True, (d, d, d), *(jnp.zeros(()),) * 3, pooled=T)
+            half = cal.quantile(0.95) * np.asarray(cal.extra_sd(np.full(T, 10.0 * np.exp(d))))
+            covered[name].append(np.abs(new) <= half)
+            width[name].append(half)
+    for name in covered:
+        assert abs(np.mean(covered[name]) - 0.95) < 0.012, (name, np.mean(covered[name]))
+    assert np.mean(width["pooled"]) < 0.8 * np.mean(width["alone"])  # t(15) 2.13 vs t(3) 3.18, E[chi] 0.98 vs 0.92
+    assert cj.Calibration(*(jnp.zeros(()),) * 2, 10.0, 1, True, (0.1,) * 3, *(jnp.zeros(()),) * 3, pooled=T).dof == 15
+
+
+def test_calibrating_targets_together_pools_their_kappas_on_log_residuals():
+    law = known_tied_camel()
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    r, R, M, y = _runs(lambda r, M: np.asarray(law(jnp.asarray(r), jnp.asarray(M))), 0, sizes=(2.0, 3.0, 4.0, 6.0))
+    Y = np.stack([y, y * (1 + 0.02 * np.log(M / 2.0))])  # the second target drifts with size: a larger kappa
+    point = cj.fit(template, (R, M), Y, key=jax.random.key(1), restarts=4)
+    common = dict(key=jax.random.key(2), n_resamples=4, inits=point.law, strata=M)
+    alone = cj.calibrate(template, (R, M), Y, pool=False, **common)
+    pooled = cj.calibrate(template, (R, M), Y, **common)  # default: pooled, the fit being on log residuals
+    assert alone.pooled == 1 and pooled.pooled == 2 and pooled.dof == 2 * alone.dof == 6
+    np.testing.assert_allclose(pooled.kappa_level, np.sqrt(np.mean(alone.kappa_level**2)), rtol=1e-6)
+    np.testing.assert_allclose(pooled.kappa_mix, np.sqrt(np.mean(alone.kappa_mix**2)), rtol=1e-6)
+    absolute = cj.calibrate(template, (R, M), Y, options=cj.FitOptions(log_residuals=False), **common)
+    assert absolute.pooled == 1  # errors in each target's own units are not pooled unless asked
+
+
 def _runs(truth, seed, sizes=(2.0, 3.0, 4.0, 5.0, 6.0, 8.0), n_mixtures=10, noise=0.003):
     rng = np.random.default_rng(seed)
     r = random_mixtures(rng, n_mixtures, 3)
@@ -307,6 +375,17 @@ def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_p
     np.testing.assert_allclose(pd.read_csv(tmp_path / "next.csv")["sd_after"], chosen["sd_after"], rtol=1e-12)
 
 
+def test_a_pooled_calibration_survives_save_and_load(small_pipeline_fit, tmp_path):
+    import dataclasses
+
+    _, two, _ = small_pipeline_fit
+    n_bench = len(two.pipeline.benchmark_weights)
+    pooled = dataclasses.replace(two.calibration, pooled=n_bench)
+    back = cj.load(cj.save(dataclasses.replace(two, calibration=pooled), tmp_path / "pooled.npz")).calibration
+    assert back.pooled == n_bench and back.dof == n_bench * two.calibration.dof
+    assert cj.load(cj.save(two, tmp_path / "alone.npz")).calibration.pooled == 1
+
+
 def _leaf_index(fitted, pick):
     return next(i for i, leaf in enumerate(jax.tree.leaves(fitted)) if leaf is pick(fitted))
 
@@ -316,6 +395,8 @@ def _leaf_index(fitted, pick):
     [
         ("size_index", "size_index must be an integer"),
         ("distances", "distances must be a list"),
+        ("pooled", "pooled must be an integer"),
+        ("pooled_count", "pooled must be 1 or the number of benchmarks"),
         ("kappa", "kappa_mix must be finite numbers >= 0"),
         ("noise", "score_noise must be a finite number"),
         ("resamples", "resamples must be whole counts"),
@@ -335,6 +416,8 @@ def test_load_refuses_a_tampered_pipeline_fit(small_pipeline_fit, tmp_path, case
     edits = {
         "size_index": dict(edit_meta=lambda m: m["calibration"].update(size_index=7)),
         "distances": dict(edit_meta=lambda m: m["calibration"].update(distances=[-1.0])),
+        "pooled": dict(edit_meta=lambda m: m["calibration"].update(pooled=0)),
+        "pooled_count": dict(edit_meta=lambda m: m["calibration"].update(pooled=1000)),  # 3,000 dof: a narrow band
         "kappa": dict(edit_leaf=leaf(lambda f: f.calibration.kappa_mix, -1.0)),
         "noise": dict(edit_leaf=leaf(lambda f: f.score_noise, np.nan)),
         "resamples": dict(edit_leaf=leaf(lambda f: f.resamples, 0.5)),
@@ -561,6 +644,7 @@ def test_a_format_9_pipeline_fit_decides_as_the_code_that_wrote_it():
     expected = np.load(DATA / "format9_pipeline_expected.npz")
     dc = fitted.decision_calibration
     assert float(dc.scale_exponent) == 0.0 and float(dc.exponent_se) == 0.0
+    assert fitted.calibration.pooled == 1 and fitted.calibration.dof == 3  # before format 11: kappas per target
     assert dc.scale_at(20.0)[0] == pytest.approx(float(expected["scale"]), rel=1e-15)
     d = _decides_as_written(fitted, expected)
     assert "x1.33 at this size" in d.basis and "size^" not in d.basis  # the one scale, read at every size

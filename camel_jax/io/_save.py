@@ -47,8 +47,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # measured them in plain log size past `size_max`, and load so). 8: SODMJoint's `coefficient_chart` (earlier files
 # hold the "roots" chart, and load so). 9: CAMELData's `data_term` (earlier files hold the "domains" data term, the
 # default, and load so). 10: a `DecisionCalibration`'s gain scale follows the size (`scale_center`, `scale_exponent`,
-# `exponent_se`, `scale_exponent_cov`; earlier files hold one scale for every size, and load so).
-FORMAT_VERSION = 10
+# `exponent_se`, `scale_exponent_cov`; earlier files hold one scale for every size, and load so). 11: a
+# `Calibration`'s `pooled` (how many targets share its kappas; earlier files hold per-target kappas, and load so).
+FORMAT_VERSION = 11
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -254,6 +255,7 @@ def _calibration_meta(calibration: Calibration) -> dict[str, Any]:
         "size_index": int(calibration.size_index),
         "log_scale": bool(calibration.log_scale),
         "distances": [float(d) for d in calibration.distances],
+        "pooled": int(calibration.pooled),
     }
 
 
@@ -509,10 +511,13 @@ def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
         raise ValueError(f"{where}: distances must be a list of finite numbers >= 0")
     if not all(isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < np.inf for d in distances):
         raise ValueError(f"{where}: distances must be a list of finite numbers >= 0")
+    pooled = meta.get("pooled", 1)  # files before format 11: per-target kappas
+    if not (isinstance(pooled, int) and not isinstance(pooled, bool) and 1 <= pooled <= _MAX_STRUCTURE_INT):
+        raise ValueError(f"{where}: pooled must be an integer >= 1; got {pooled!r}")
     zero = jnp.zeros(())
     return Calibration(kappa_level=zero, kappa_mix=zero, size_max=float(size_max), size_index=index,
                        log_scale=log_scale, distances=tuple(float(d) for d in distances), rms_error=zero,
-                       boot_sd=zero, noise_sd=zero)  # fmt: skip
+                       boot_sd=zero, noise_sd=zero, pooled=pooled)  # fmt: skip
 
 
 def _check_law(stored: Any, skeleton: Any, name: str, path: Path) -> None:
@@ -593,6 +598,8 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
             ok = kappa.dtype.kind == "f" and kappa.shape in ((), (n_bench,)) and np.isfinite(kappa).all()
             if not (ok and np.all(kappa >= 0)):
                 raise ValueError(f"{path}: calibration {name} must be finite numbers >= 0, one per benchmark")
+        if cal.pooled not in (1, n_bench):
+            raise ValueError(f"{path}: calibration pooled must be 1 or the number of benchmarks ({n_bench})")
     decision = obj.decision_calibration
     if decision is not None:
         for field in dataclasses.fields(DecisionCalibration):

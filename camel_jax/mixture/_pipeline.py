@@ -519,8 +519,10 @@ def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> tuple[C
         )
         return None
     groups, strata, n_resamples = resampling
+    # per benchmark: the proxy losses' errors are in their own units, and the score's draws were measured so
     return calibrate_folds(law, data.inputs, Y, key=jax.random.fold_in(key, 7), n_resamples=max(n_resamples, 2),
-                           inits=loss_fit.law, weights=W, groups=groups, strata=strata, options=options)  # fmt: skip
+                           inits=loss_fit.law, weights=W, groups=groups, strata=strata, options=options,
+                           pool=False)  # fmt: skip
 
 
 def _rows(batched: Any, names: Sequence[str]) -> dict[str, Any]:
