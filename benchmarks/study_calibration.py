@@ -55,17 +55,19 @@ def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] | None
     strata = np.asarray(runs["size"])
     rows, cost = [], {"plain": 0.0, "calibration": 0.0}
     datas = [world.mixture_data(runs, losses[v]) for v in validation]
+    points = [cj.fit(law, d.inputs, d.y, key=jax.random.fold_in(key, 3), restarts=16) for d in datas]
     inputs, Y = datas[0].inputs, jnp.stack([d.y for d in datas])  # every loss is measured on every run
     # the validation losses calibrated together (pooled kappas, the default on log residuals) and each alone
-    joint = cj.fit(law, inputs, Y, key=jax.random.fold_in(key, 3), restarts=16)
+    if len(datas) == 1:  # one loss: pooled and alone are the same calibration, warm-started at its point fit
+        inits = jax.tree.map(lambda leaf: leaf[None], points[0].law)
+    else:
+        inits = cj.fit(law, inputs, Y, key=jax.random.fold_in(key, 3), restarts=16).law
+    common = dict(key=jax.random.fold_in(key, 5), n_resamples=min(B, 100), inits=inits, strata=strata)
     start = time.perf_counter()
-    pooled = cj.calibrate(law, inputs, Y, key=jax.random.fold_in(key, 5), n_resamples=min(B, 100), inits=joint.law,
-                          strata=strata)  # fmt: skip
+    pooled = cj.calibrate(law, inputs, Y, **common)
     cost["calibration"] += time.perf_counter() - start
-    alone = cj.calibrate(law, inputs, Y, key=jax.random.fold_in(key, 5), n_resamples=min(B, 100), inits=joint.law,
-                         strata=strata, pool=False)  # fmt: skip
-    for i, (v, data) in enumerate(zip(validation, datas)):  # which validation losses' bands are checked
-        point = cj.fit(law, data.inputs, data.y, key=jax.random.fold_in(key, 3), restarts=16)
+    alone = pooled if len(datas) == 1 else cj.calibrate(law, inputs, Y, pool=False, **common)
+    for i, (v, data, point) in enumerate(zip(validation, datas, points)):  # which losses' bands are checked
         start = time.perf_counter()
         boot = cj.bootstrap(law, data.inputs, data.y, key=jax.random.fold_in(key, 4), n_resamples=B, inits=point.laws,
                             strata=strata, groups=np.arange(len(strata)), progress=False)  # fmt: skip
