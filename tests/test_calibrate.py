@@ -152,6 +152,8 @@ def test_calibrating_targets_together_pools_their_kappas_on_log_residuals():
     np.testing.assert_allclose(pooled.kappa_mix, np.sqrt(np.mean(alone.kappa_mix**2)), rtol=1e-6)
     absolute = cj.calibrate(template, (R, M), Y, options=cj.FitOptions(log_residuals=False), **common)
     assert absolute.pooled == 1  # errors in each target's own units are not pooled unless asked
+    with pytest.raises(TypeError, match="`pool` must be True, False or None"):
+        cj.calibrate(template, (R, M), Y, pool="yes", **common)
 
 
 def _runs(truth, seed, sizes=(2.0, 3.0, 4.0, 5.0, 6.0, 8.0), n_mixtures=10, noise=0.003):

@@ -200,6 +200,8 @@ def calibrate_folds(
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
     calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
     options = resolve_options(options)
+    if pool is not None and not isinstance(pool, bool):
+        raise TypeError(f"`pool` must be True, False or None; got {pool!r}")
     count(n_resamples, "n_resamples", least=2)
     if holdout is not None:
         count(holdout, "holdout")
