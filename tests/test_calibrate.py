@@ -111,6 +111,24 @@ def test_pooled_moments_sum_every_targets_cells():
     np.testing.assert_allclose(p_mix**2, np.sum(mix**2 * den) / np.sum(den), rtol=1e-12)
 
 
+def test_a_cell_without_a_targets_points_does_not_dilute_its_kappas():
+    # a target's loss missing at one held-out size (mask 0 there) leaves its kappas what its other cells say; an
+    # empty cell that counted its distance in the denominator drew them toward 0, alone and pooled
+    rng = np.random.default_rng(4)
+    T, B, H = 2, 20, 11
+    cells = [(d, d * (0.01 * rng.standard_normal((T, 1)) + 0.004 * rng.standard_normal((T, H))),
+              0.001 * rng.standard_normal((T, B, H)), np.ones((T, H))) for d in (0.2, 0.3, 0.5)]  # fmt: skip
+    holed = [(d, e, s, m * (np.array([[1.0], [0.0]]) if c == 2 else 1.0)) for c, (d, e, s, m) in enumerate(cells)]
+    noise = np.full(T, 1e-6)
+    level, mix, _, _ = _moments(holed, noise)
+    first_two = _moments(cells[:2], noise)
+    np.testing.assert_allclose(level[1], first_two[0][1], rtol=1e-12)  # target 1: its two cells with points
+    np.testing.assert_allclose(mix[1], first_two[1][1], rtol=1e-12)
+    np.testing.assert_allclose(level[0], _moments(cells, noise)[0][0], rtol=1e-12)  # target 0 unchanged
+    none = _moments([(d, e, s, 0 * m) for d, e, s, m in cells], noise)  # no held-out point at all: no excess
+    assert np.all(none[0] == 0) and np.all(none[1] == 0)
+
+
 def test_pooled_kappas_are_read_with_the_pooled_degrees_of_freedom():
     # A known answer: errors past the data d * a, a ~ N(0, k^2) drawn afresh per (target, cell), no noise and no
     # bootstrap spread, every cell at one distance. Then kappa_hat^2 ~ k^2 chi2_n / n over n cells, and a new
@@ -148,6 +166,8 @@ def test_calibrating_targets_together_pools_their_kappas_on_log_residuals():
     alone = cj.calibrate(template, (R, M), Y, pool=False, **common)
     pooled = cj.calibrate(template, (R, M), Y, **common)  # default: pooled, the fit being on log residuals
     assert alone.pooled == 1 and pooled.pooled == 2 and pooled.dof == 2 * alone.dof == 6
+    assert "3 held-out (fold, size) cells x 2 targets, pooled, Student-t at 6 dof" in pooled.summary()
+    assert "cells, Student-t at 3 dof" in alone.summary() and "by target" in alone.summary()
     np.testing.assert_allclose(pooled.kappa_level, np.sqrt(np.mean(alone.kappa_level**2)), rtol=1e-6)
     np.testing.assert_allclose(pooled.kappa_mix, np.sqrt(np.mean(alone.kappa_mix**2)), rtol=1e-6)
     absolute = cj.calibrate(template, (R, M), Y, options=cj.FitOptions(log_residuals=False), **common)

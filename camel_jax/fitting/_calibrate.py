@@ -92,6 +92,16 @@ class Calibration(eqx.Module):
         `pooled` targets that share them)."""
         return max(len(self.distances), 1) * self.pooled
 
+    def summary(self) -> str:
+        """What the calibration rests on, in one phrase: its held-out cells, whether targets share its kappas, the
+        t quantile's degrees of freedom and the extrapolation error per unit of log size."""
+        k = np.atleast_1d(np.hypot(np.asarray(self.kappa_level), np.asarray(self.kappa_mix)))
+        shared = f" x {self.pooled} targets, pooled" if self.pooled > 1 else ""
+        kappa = f"{k[0]:.3g}" if self.pooled > 1 or k.size == 1 else f"{k.min():.3g}-{k.max():.3g} by target"
+        unit = " (relative)" if self.log_scale else ""
+        return (f"calibrated on {len(self.distances)} held-out (fold, size) cells{shared}, Student-t at {self.dof} "
+                f"dof; extrapolation error {kappa}{unit} per unit of log size past {self.size_max:g}")  # fmt: skip
+
     def quantile(self, level: float) -> float:
         """The two-sided `level` quantile of the extrapolation term: Student-t with `dof` degrees of freedom."""
         return t_quantile((1 + level) / 2, self.dof)
@@ -309,21 +319,23 @@ def _moments(
     rms, sd = [], []
     for d, err, scaled, mask in cells:
         err, scaled, mask = np.asarray(err), np.asarray(scaled), np.asarray(mask)
-        n = np.maximum(mask.sum(axis=1), 1.0)  # [T]
+        held = mask.sum(axis=1)  # [T]: a target's points in the cell (0: e.g. its loss missing at that size)
+        n = np.maximum(held, 1.0)
         mean_e = (mask * err).sum(axis=1) / n
         var_e = (mask * (err - mean_e[:, None]) ** 2).sum(axis=1) / np.maximum(n - 1, 1.0)
         cell_mean = (mask[:, None, :] * scaled).sum(axis=2) / n[:, None]  # [T, B]: each resample's mean prediction
         dev_var = (mask * (scaled - cell_mean[:, :, None]).var(axis=1)).sum(axis=1) / n
         level = mean_e**2 - cell_mean.var(axis=1) - noise_var / n  # the cell's shared error, less its noise
         mix = np.maximum(0.0, var_e - dev_var - noise_var)  # the spread of the errors about it, less the noise
-        level_num = level_num + n * np.maximum(0.0, level - mix / n)
-        mix_num = mix_num + n * mix
-        den = den + n * d**2
+        level_num = level_num + held * np.maximum(0.0, level - mix / n)  # an empty cell weighs nothing
+        mix_num = mix_num + held * mix
+        den = den + held * d**2
         rms.append(np.sqrt((mask * err**2).sum(axis=1) / n))
         sd.append(np.sqrt((mask * scaled.var(axis=1)).sum(axis=1) / n))
     if pool:  # one estimate from every target's cells, each target's points weighted alike
         level_num, mix_num, den = (np.full(T, np.sum(a)) for a in (level_num, mix_num, den))
-    return np.sqrt(level_num / den), np.sqrt(mix_num / den), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
+    safe = np.where(den > 0, den, 1.0)  # a target without held-out points: kappa 0, its bands the bootstrap's
+    return np.sqrt(level_num / safe), np.sqrt(mix_num / safe), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
 
 
 def warm_starts(laws: Any, n: int) -> Any:
