@@ -156,6 +156,9 @@ def test_pooled_kappas_are_read_with_the_pooled_degrees_of_freedom():
     assert cj.Calibration(*(jnp.zeros(()),) * 2, 10.0, 1, True, (0.1,) * 3, *(jnp.zeros(()),) * 3, pooled=T).dof == 15
 
 
+# the drifting target is no CAMEL: some of its 2-size folds' resamples stop at the step cap (warned); the claims
+# below compare calibrations built on the very same fold fits, whatever those are
+@pytest.mark.filterwarnings("ignore::camel_jax.FitWarning")
 def test_calibrating_targets_together_pools_their_kappas_on_log_residuals():
     law = known_tied_camel()
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)

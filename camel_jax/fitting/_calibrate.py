@@ -89,7 +89,7 @@ class Calibration(eqx.Module):
     @property
     def dof(self) -> int:
         """Degrees of freedom of the kappas: the number of held-out cells they were estimated from (over the
-        `pooled` targets that share them)."""
+        `pooled` targets that share them; a cell counts for every target, even one without points in it)."""
         return max(len(self.distances), 1) * self.pooled
 
     def summary(self) -> str:
