@@ -170,12 +170,10 @@ def dmsl(B: int) -> None:
     import shared_data
 
     try:
-        df, mixture, losses = shared_data.dmsl_runs()
+        train, test, mixture, losses = shared_data.dmsl_held_out()
     except Exception as error:  # noqa: BLE001
         print(f"dmsl: skipped ({error})")
         return
-    longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
-    train, test = longest[longest["size"] < 2e9], longest[longest["size"] > 2e9]
     train = train[np.isfinite(train[losses]).all(axis=1)]
     key = jax.random.key(0)
     law = cj.CAMEL.sample_init(key, n_datasets=len(mixture), n_domains=3, tied=True, capacity_exponent=3.0)

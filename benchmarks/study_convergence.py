@@ -116,12 +116,10 @@ def _dmsl(section: str):
     import shared_data
 
     try:
-        df, mixture, losses = shared_data.dmsl_runs()
+        return shared_data.dmsl_held_out()
     except Exception as error:  # noqa: BLE001
         print(f"\n{section}. dmsl: skipped ({error})")
         return None
-    longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
-    return longest[longest["size"] < 2e9], longest[longest["size"] > 2e9], mixture, losses
 
 
 def section_dmsl(quick: bool) -> None:

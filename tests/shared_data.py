@@ -118,6 +118,14 @@ def dmsl_runs() -> tuple[pd.DataFrame, list[str], list[str]]:
     return df, mixture, losses
 
 
+def dmsl_held_out() -> tuple[pd.DataFrame, pd.DataFrame, list[str], list[str]]:
+    """dmsl_shukor2025's longest run per mixture and size, split for extrapolation: (the runs at 122M-1.2B, the
+    four at 2.718B, mixture columns, the 7 validation-loss columns), with `size` and `tokens` as `dmsl_runs`."""
+    df, mixture, losses = dmsl_runs()
+    longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
+    return longest[longest["size"] < 2e9], longest[longest["size"] > 2e9], mixture, losses
+
+
 def mixinglaws_runs() -> tuple[pd.DataFrame, list[str]]:
     """mixinglaws_ye2024 5Mix, every (run, step): the validation loss weighted by valid_weight.json, with `size`
     (non-embedding parameters), `tokens` (step x 2^20) and `run_id` (>= 900: the paper's optimised mixtures)."""

@@ -367,9 +367,8 @@ def _problem(name):
         df = shared_data.epoch_chinchilla()
         return cj.Chinchilla.sample_init(key), (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
     if name.endswith("(dmsl c4)"):
-        df, mixture, _ = shared_data.dmsl_runs()
-        longest = df.loc[df.groupby(mixture + ["size"])["tokens"].idxmax()]
-        train = longest[(longest["size"] < 2e9) & np.isfinite(longest["c4_loss"])]
+        train, _, mixture, _ = shared_data.dmsl_held_out()
+        train = train[np.isfinite(train["c4_loss"])]
         if name.startswith("SODMAdditive"):
             law = cj.SODMAdditive.sample_init(key, n_datasets=len(mixture), tokens=False)
         else:
