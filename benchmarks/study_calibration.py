@@ -177,9 +177,10 @@ def dmsl(B: int) -> None:
     train = train[np.isfinite(train[losses]).all(axis=1)]
     key = jax.random.key(0)
     law = cj.CAMEL.sample_init(key, n_datasets=len(mixture), n_domains=3, tied=True, capacity_exponent=3.0)
-    inputs, Y, strata = (train[mixture].to_numpy(), train["size"].to_numpy()), train[losses].to_numpy().T, train["size"]
+    strata = train["size"].to_numpy()
+    inputs, Y = (train[mixture].to_numpy(), strata), train[losses].to_numpy().T
     joint = cj.fit(law, inputs, Y, key=jax.random.fold_in(key, 1), restarts=32)
-    common = dict(key=jax.random.fold_in(key, 2), n_resamples=B, inits=joint.law, strata=strata.to_numpy())
+    common = dict(key=jax.random.fold_in(key, 2), n_resamples=B, inits=joint.law, strata=strata)
     cals = {"alone": cj.calibrate(law, inputs, Y, pool=False, **common),
             "pooled": cj.calibrate(law, inputs, Y, **common)}
     print(f"dmsl: {len(train)} runs at 122M-1.2B, 7 losses; held out: the {len(test)} runs at 2.718B, {B} resamples")
@@ -187,7 +188,7 @@ def dmsl(B: int) -> None:
     for i, loss in enumerate(losses):
         point = cj.fit(law, inputs, Y[i], key=jax.random.fold_in(key, 3), restarts=32)
         boot = cj.bootstrap(law, inputs, Y[i], key=jax.random.fold_in(key, 4), n_resamples=B,
-                            inits=point.best_laws(4), strata=strata.to_numpy(), groups=np.arange(len(train)),
+                            inits=point.best_laws(4), strata=strata, groups=np.arange(len(train)),
                             progress=False)  # fmt: skip
         held = test[np.isfinite(test[loss])]
         r, M, y = held[mixture].to_numpy(), held["size"].to_numpy(), held[loss].to_numpy()
