@@ -8,6 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +20,7 @@ import camel_jax as cj
 from camel_jax import cli, simulate
 from camel_jax.cli import fit as fit_command
 from camel_jax.experiments._select import simplest_within
+from camel_jax.solver import _checks
 
 R5 = np.random.default_rng(0).dirichlet(np.ones(5), 12)
 SIZES = np.repeat([4.0, 6.0, 8.0], 4)
@@ -288,8 +290,6 @@ def test_names_travel_from_the_array_api_into_the_result_and_its_file(tmp_path):
 def test_a_bad_value_under_the_users_jit_names_itself():
     """Under `equinox.filter_jit` the error is equinox's own (`EquinoxRuntimeError`, the check's message printed
     last); under `jax.jit` the message is in the error's text (JAX wraps it in a callback traceback)."""
-    import equinox as eqx
-
     law = cj.PowerLaw.sample_init(jax.random.key(0))
     x = jnp.linspace(1.0, 3.0, 8)
     y = (2.0 + x**-0.5).at[3].set(jnp.nan)
@@ -311,6 +311,30 @@ def test_api_bad_input_is_a_clear_error(case):
     call, error, message = API_CASES[case]
     with pytest.raises(error, match=message):
         call()
+
+
+def test_the_remembered_shape_check_follows_the_laws_structure_and_every_shape():
+    """`fit` checks law(*inputs)'s shape once per (law structure, leaf and input shapes): a law of another static
+    structure, leaves or inputs of other shapes are checked anew, and a bad one is still refused."""
+
+    class Tiled(eqx.Module):
+        w: jax.Array
+        reps: int = eqx.field(static=True)
+
+        def __call__(self, x):
+            return jnp.tile(x * jnp.sum(self.w), self.reps)
+
+    x = jnp.linspace(1.0, 2.0, 5)
+    before = _checks._output_shape.cache_info()
+    assert _checks.output_shape(Tiled(jnp.ones(2), 1), (x,)).shape == (5,)
+    assert _checks.output_shape(Tiled(jnp.full(2, 3.0), 1), (x,)).shape == (5,)  # other values: remembered
+    after = _checks._output_shape.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+    assert _checks.output_shape(Tiled(jnp.ones(2), 2), (x,)).shape == (10,)  # another static field
+    assert _checks.output_shape(Tiled(jnp.ones(2), 1), (x[:3],)).shape == (3,)  # other inputs
+    with pytest.raises(ValueError, match=r"law\(\*inputs\) has shape \(10,\), not \(5,\)"):
+        _checks.check_law_inputs(Tiled(jnp.ones(2), 2), (x,))
+    _checks.check_law_inputs(Tiled(jnp.ones(3), 1), (x,))  # leaves of another shape: checked, and fine
 
 
 def test_bootstrap_picks_the_converged_flag_of_the_returned_start():

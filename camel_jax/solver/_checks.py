@@ -6,6 +6,7 @@ with `eqx.error_if` for callers who skip these.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -92,7 +93,7 @@ def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
     shapes = [a.shape for a in arrays]
     hint = " (size and token arrays must be 1-D, shape (P,))" if any(a.ndim > 1 for a in arrays[1:]) else ""
     try:
-        out = jax.eval_shape(law, *arrays)
+        out = output_shape(law, arrays)
     except (TypeError, ValueError) as error:
         message = str(error).splitlines()[0]
         raise ValueError(f"the law cannot be evaluated on inputs of shapes {shapes}{hint}: {message}") from None
@@ -101,6 +102,30 @@ def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
             f"law(*inputs) has shape {getattr(out, 'shape', None)}, not ({P},): every input must have one row per "
             f"point{hint} (got shapes {shapes})"
         )
+
+
+def output_shape(law: Any, arrays: tuple[Array, ...]) -> Any:
+    """`jax.eval_shape(law, *arrays)`, remembered by the law's structure and the shapes and dtypes of its leaves and
+    of the inputs: tracing a law to its shape took 3 ms of a 32-start Chinchilla fit's 18 (after compiling), and
+    the same law is checked again at every fit of a bootstrap, a backtest or a notebook."""
+    leaves, treedef = jax.tree.flatten(law)
+    try:
+        key = (treedef, tuple(map(_spec, leaves)), tuple(map(_spec, arrays)))
+        hash(key)
+    except TypeError:  # a leaf or static field that cannot be hashed: trace it every time
+        return jax.eval_shape(law, *arrays)
+    return _output_shape(key)
+
+
+@functools.lru_cache(maxsize=512)
+def _output_shape(key: tuple) -> Any:
+    treedef, leaves, inputs = key
+    return jax.eval_shape(lambda law, *arrays: law(*arrays), jax.tree.unflatten(treedef, leaves), *inputs)
+
+
+def _spec(x: Any) -> Any:
+    """An array's shape and dtype (what its output's shape can depend on); anything else as it is."""
+    return jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x)) if hasattr(x, "shape") else x
 
 
 def check_law(law: Any, name: str = "law") -> None:
