@@ -22,7 +22,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._warn import user_stacklevel
-from ..laws._base import count
+from ..laws._base import UNCONVERGED_HINT, count
 from ..solver import _lbfgs as lbfgs
 from ..solver import _newton as newton
 from ..solver._checks import (
@@ -206,10 +206,10 @@ class FitResult(eqx.Module):
                 else f"the best start of {unconverged.size} of {best.size} targets (rows {unconverged[:10].tolist()})"
             )
             labels = sorted({Status(int(code)).label for code in best[unconverged]})
+            hint = getattr(self.law, "unconverged_hint", lambda: UNCONVERGED_HINT)()  # a user's law may not have it
             out.append(
                 f"{which} did not converge ({', '.join(labels)}): its parameters are not an optimum of the objective; "
-                "raise FitOptions(max_steps=..., polish=...), give more restarts, or use a law with fewer free "
-                "parameters (fewer domains)"
+                f"{hint}"
             )
         r2 = np.atleast_1d(
             r_squared(np.asarray(self.predict(*self.inputs)), np.asarray(self.y), np.asarray(self.weights))

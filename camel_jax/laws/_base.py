@@ -12,6 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+# What an unconverged best start calls for in general (`AbstractLaw.unconverged_hint`).
+UNCONVERGED_HINT = (
+    "raise FitOptions(max_steps=..., polish=...), give more restarts, or use a law with fewer free parameters "
+    "(fewer domains)"
+)
+
 
 class AbstractLaw(eqx.Module):
     """A scaling law: a pure function of its inputs whose array leaves are free parameters.
@@ -70,6 +76,11 @@ class AbstractLaw(eqx.Module):
         """(position of the model-size array in `inputs`, number of parameters that shape the size dependence),
         or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
         return None
+
+    def unconverged_hint(self) -> str:
+        """What to try when this law's best start does not meet its stopping rule: the fix that `fit`'s warning and
+        `FitResult.problems` name (a law whose starts fail for a reason of its own says so here)."""
+        return UNCONVERGED_HINT
 
 
 def _leaf_ndim(cls: type, structure: dict[str, Any]) -> int:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._base import (
+    UNCONVERGED_HINT,
     AbstractLaw,
     as_leaves,
     count,
@@ -324,6 +325,18 @@ class CAMELData(AbstractLaw):
     def size_parameters(self) -> tuple[int, int]:
         """Size is `inputs[1]`; C and the k exponents beta describe the size dependence."""
         return 1, int(self.raw_beta.shape[-1]) + 1
+
+    def unconverged_hint(self) -> str:
+        """Without tokens the per-domain data term and the capacity terms both describe the mixture effect, and more
+        steps do not help (see the class docstring and `docs/performance.md`: on the paper's 66-run design 4% of the
+        default starts converge over 11 worlds, and a polish of 10,000 steps leaves half of them unconverged)."""
+        if self.tokens or self.data_term != "domains":
+            return UNCONVERGED_HINT
+        return (
+            "without tokens its data term and its capacity terms both describe the mixture effect, and on runs near "
+            "one reference mixture the best fits lie far out (more steps do not help): give the runs' tokens "
+            '(tokens=True), use data_term="linear", or fit tied CAMEL'
+        )
 
     def structure(self) -> dict[str, Any]:
         k, n = self.t_roots.shape[-2:]
