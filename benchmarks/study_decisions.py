@@ -23,6 +23,7 @@ both the score's noise and 0.5 points). Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 import warnings
 
@@ -90,12 +91,25 @@ def one_world(family: str, seed: int, B: int, restarts: int) -> tuple[list[dict]
         old = cj.decide(fitted.pipelines, best.r, simulate.REFERENCE, model_size=M, key=jax.random.fold_in(key, 9),
                         calibration=fitted.calibration, min_gain=fitted.score_noise,
                         support=fitted.support())  # fmt: skip
-        for band, d in (("held-out gain", best.decision), ("proxy draws", old)):
+        together = cj.decide(fitted.pipelines, best.r, simulate.REFERENCE, model_size=M,
+                             key=jax.random.fold_in(key, 9), calibration=pooled(fitted.calibration),
+                             min_gain=fitted.score_noise, support=fitted.support())  # fmt: skip
+        bands = (("held-out gain", best.decision), ("proxy draws", old), ("proxy draws, pooled", together))
+        for band, d in bands:
             rows.append({"family": family, "world": seed, "size": M, "band": band, "verdict": d.verdict,
                          "true_gain": gain, "gain": d.gain, "gain_low": d.gain_low, "gain_high": d.gain_high,
                          "true_value": value, "value": d.value, "value_low": d.value_low,
                          "value_high": d.value_high, "noise": fitted.score_noise})  # fmt: skip
     return rows, seconds
+
+
+def pooled(calibration: cj.Calibration) -> cj.Calibration:
+    """The pipeline's proxy-loss calibration with its targets' kappas pooled (`calibrate(..., pool=True)`): with
+    every benchmark measured at every run, as here, the pooled kappa^2 is the mean of the targets' own, read with
+    as many degrees of freedom as cells over all targets."""
+    T = int(np.size(calibration.kappa_level))
+    level, mix = (float(np.sqrt(np.mean(np.asarray(k) ** 2))) for k in (calibration.kappa_level, calibration.kappa_mix))
+    return dataclasses.replace(calibration, kappa_level=jnp.full(T, level), kappa_mix=jnp.full(T, mix), pooled=T)
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
