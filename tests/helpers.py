@@ -194,7 +194,7 @@ class Case:
         if self.name == "CAMELData_tied_shared":
             alpha = tied_alpha_np(given["beta"], 3.0)
             return {"alpha": alpha, "gamma": alpha}
-        if self.name == "CAMELData_linear":
+        if self.name in ("CAMELData_linear", "CAMELData_centred"):
             return {"alpha": tied_alpha_np(given["beta"], 3.0)}
         return {}
 
@@ -249,6 +249,17 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             gamma=rng.uniform(0.1, 0.4, k),
         )
         return case(cj.CAMELData, given, dict(size_scale=1e9, tokens_scale=1e10), (r, N, D), np_camel_data)
+    if name == "CAMELData_centred":
+        # shares measured from a mixture c (issue 29: `fit` sets the data's mean) and gamma within 2: the same function
+        given = dict(t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7, G=rng.uniform(0.05, 0.5, k),
+                     gamma=rng.uniform(0.1, 1.9, k))  # fmt: skip
+
+        def ref_centred(p, r, M):
+            return np_camel_data({**p, "alpha": tied_alpha_np(p["beta"], 3.0)}, r, M)
+
+        structure = dict(tied=True, tokens=False, capacity_exponent=3.0, gamma_max=2.0,
+                         mixture_center=tuple(np.random.default_rng(99).dirichlet(np.ones(n))))  # same for any seed
+        return case(cj.CAMELData, given, structure, (r, M), ref_centred)
     if name == "CAMELData_tied_shared":
         given = dict(t=t, K=rng.uniform(0.2, 2, k), beta=rng.uniform(0.3, 1.2, k), C=1.7, G=rng.uniform(0.05, 0.5, k))
 
@@ -320,6 +331,7 @@ CASES = [
     "CAMELData",
     "CAMELData_tied_shared",
     "CAMELData_linear",
+    "CAMELData_centred",
     "DML",
     "SODMAdditive",
     "SODMAdditive_notokens",

@@ -177,7 +177,7 @@ def bootstrap(
     **Returns**: a `BootstrapResult` with every resample's best law, objective and status, and the resample
     weights it used.
     """
-    options = resolve_options(options)
+    options = resolve_options(options, law)
     check_key(key)
     count(restarts, "restarts")
     arrays = check_inputs(inputs)

@@ -209,7 +209,7 @@ def calibrate_folds(
 ) -> tuple[Calibration, HeldOut]:
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
     calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
-    options = resolve_options(options)
+    options = resolve_options(options, law)
     if pool is not None and not isinstance(pool, bool):
         raise TypeError(f"`pool` must be True, False or None; got {pool!r}")
     count(n_resamples, "n_resamples", least=2)

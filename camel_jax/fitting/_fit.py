@@ -526,7 +526,7 @@ def fit_arrays(
 
     **Returns**: a `FitResult`.
     """
-    options = resolve_options(options)
+    options = resolve_options(options, law)
     if not isinstance(key, jax.core.Tracer):
         check_key(key)
     names = check_names(names, inputs)
@@ -611,10 +611,13 @@ def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_val
 # --- the public entry point -----------------------------------------------------------------------------------
 
 
-def resolve_options(options: FitOptions | None) -> FitOptions:
-    """`options`, or the defaults; anything but a `FitOptions` is a `TypeError` (options are typed, not a dict)."""
+def resolve_options(options: FitOptions | None, law: Any = None) -> FitOptions:
+    """`options`, or the defaults (with the Newton polish `law` asks for, `AbstractLaw.default_polish`); anything but
+    a `FitOptions` is a `TypeError` (options are typed, not a dict)."""
     if options is None:
-        return FitOptions()
+        hook = None if isinstance(law, type) else getattr(law, "default_polish", None)  # a class: refused later
+        polish = None if hook is None else hook()
+        return FitOptions() if polish is None else FitOptions(polish=polish)
     if not isinstance(options, FitOptions):
         raise TypeError(f"`options` must be a camel_jax.FitOptions (e.g. FitOptions(max_steps=5000)); got {options!r}")
     return options
@@ -664,7 +667,7 @@ def fit(
     **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program
     (`fit_arrays`' solver; `fit` adds checks that name the offending row, and design warnings).
     """
-    options = resolve_options(options)
+    options = resolve_options(options, law)
     check_key(key)
     count(restarts, "restarts")
     arrays = check_inputs(inputs)

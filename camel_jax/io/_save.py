@@ -49,7 +49,9 @@ from ..mixture._pipeline import Pipeline, PipelineFit
 # default, and load so). 10: a `DecisionCalibration`'s gain scale follows the size (`scale_center`, `scale_exponent`,
 # `exponent_se`, `scale_exponent_cov`; earlier files hold one scale for every size, and load so). 11: a
 # `Calibration`'s `pooled` (how many targets share its kappas; earlier files hold per-target kappas, and load so).
-FORMAT_VERSION = 11
+# 12: CAMELData's `gamma_max` (its data term's exponents bounded, default 3) and `mixture_center` (the shares measured
+# from the data's mean mixture; earlier files hold unbounded exponents and shares from the origin, and load so).
+FORMAT_VERSION = 12
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000

@@ -77,6 +77,11 @@ class AbstractLaw(eqx.Module):
         or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
         return None
 
+    def default_polish(self) -> int | None:
+        """The Newton polish steps `fit`, `bootstrap` and `calibrate` run when no `FitOptions` are given (None: the
+        `FitOptions` default, 300); a law whose starts need more to meet the first-order rule says so here."""
+        return None
+
     def unconverged_hint(self) -> str:
         """What to try when this law's best start does not meet its stopping rule: the fix that `fit`'s warning and
         `FitResult.problems` name (a law whose starts fail for a reason of its own says so here)."""

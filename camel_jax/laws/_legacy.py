@@ -159,6 +159,7 @@ class LegacyCAMELData(eqx.Module):
             G=jnp.exp(self.log_G + gamma * log_D),
             alpha=None if self.tied else alpha,
             gamma=None if self.shared_exponents else gamma,
+            gamma_max=None,
             tied=self.tied,
             shared_exponents=self.shared_exponents,
             tokens=self.tokens,
@@ -310,6 +311,9 @@ def _as_written(law: type[AbstractLaw], **defaults: Any) -> type:
     return type(f"_AsWritten{law.__name__}", (), {"CHOICES": law.CHOICES, "sample_init": classmethod(sample_init)})
 
 
+# The classes a format-11 (or earlier) file names whose default layout changed in format 12: CAMELData's data term
+# with unbounded exponents (gamma = raw^2), then the only layout (and, without `mixture_center`, shares from 0).
+FORMAT_11: dict[str, type] = {"CAMELData": _as_written(CAMELData, gamma_max=None)}
 # The classes a format-7 (or earlier) file names whose default layout changed in format 8: SODMJoint's size and data
 # terms in the "roots" coefficient chart, then the only one.
 FORMAT_7: dict[str, type] = {"SODMJoint": _as_written(SODMJoint, coefficient_chart="roots")}
@@ -337,9 +341,11 @@ def legacy_layouts(version: int) -> dict[str, type]:
     and CAMELData's optional `beta_max`, None when absent: format-3 files load as they are; format 5 SODM's
     `mixture_chart`, "log" when absent; format 6 DML's `t_max` and CAMEL's `ratio_max`, None when absent; format 8
     SODMJoint's `coefficient_chart`, "roots" when absent; format 9 CAMELData's `data_term`, "domains" (the
-    default) when absent: earlier files load as they are.)"""
+    default) when absent: earlier files load as they are; format 12 CAMELData's `gamma_max`, None when absent, and
+    `mixture_center`, None when absent.)"""
     return (
-        (FORMAT_7 if version < 8 else {})
+        (FORMAT_11 if version < 12 else {})
+        | (FORMAT_7 if version < 8 else {})
         | (FORMAT_5 if version < 6 else {})
         | (FORMAT_4 if version < 5 else {})
         | (FORMAT_1 if version < 2 else {})
