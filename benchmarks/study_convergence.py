@@ -21,11 +21,14 @@
    |t|, MAPE against the noiseless truth at M=10 at 200 unseen mixtures near the design (Dirichlet(40 r_ref)) and
    200 anywhere on the simplex, and leave-one-mixture-out error (11 fits of 10 points) against the observed loss;
    and the rate of DML k=1 fitted to the noiseless truth over the whole simplex (the world's own).
+6. CAMELData's chart and bound (format 12; run against each checkout for a before/after comparison): tied k=3, 32
+   default starts, (a) without tokens on eleven worlds of the default family, as 4a; (b) dmsl at 2.718B, every
+   domain, without and with tokens.
 
 Prints a table; asserts nothing. Run it against another checkout with PYTHONPATH=<that checkout> for a before/after
 comparison (the columns are the same).
 
-Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl|bound|sodm|dml]
+Usage: python benchmarks/study_convergence.py [--quick] [--only design|dmsl|bound|sodm|dml|camel_data]
 """
 
 from __future__ import annotations
@@ -226,18 +229,40 @@ def _sodm(name: str, n_datasets: int):
 
 
 def section_sodm(quick: bool) -> None:
-    names = ("SODMAdditive", "SODMJoint")
     chart = getattr(_sodm("SODMAdditive", 5), "mixture_chart", "log (the only chart)")
     coefficients = getattr(_sodm("SODMJoint", 5), "coefficient_chart", "roots (the only chart)")
-    print(f"\n4a. SODM, mixture chart {chart}, SODMJoint's coefficient chart {coefficients}: 66-run design, 32 default "
-          "starts; held-out MAPE (%) vs the truth")
+    laws = {name: (lambda n, name=name: _sodm(name, n), False) for name in ("SODMAdditive", "SODMJoint")}
+    _worlds_and_dmsl("4", f"SODM, mixture chart {chart}, SODMJoint's coefficient chart {coefficients}", laws, quick)
+
+
+def _camel_data(n_datasets: int, tokens: bool):
+    return cj.CAMELData.sample_init(jax.random.key(0), n_datasets=n_datasets, n_domains=3, tied=True,
+                                    capacity_exponent=3.0, tokens=tokens)  # fmt: skip
+
+
+def section_camel_data(quick: bool) -> None:
+    law = _camel_data(5, False)
+    layout = (f"gamma_max {getattr(law, 'gamma_max', None)}, polish {getattr(law, 'default_polish', lambda: None)()}"
+              f"{', shares from the data mean' if hasattr(law, 'mixture_center') else ''}")  # fmt: skip
+    laws = {"CAMELData": (lambda n: _camel_data(n, False), False),
+            "CAMELData+D": (lambda n: _camel_data(n, True), True)}  # fmt: skip
+    _worlds_and_dmsl("6", f"CAMELData tied k=3 ({layout}; +D: with tokens)", laws, quick)
+
+
+def _worlds_and_dmsl(section: str, title: str, laws: dict[str, tuple[Any, bool]], quick: bool) -> None:
+    """(a) eleven worlds of the default family (4 with --quick), the 66-run design, 32 default starts: converged share,
+    the best start's status, held-out MAPE at M=12 and M=20 against the truth and the fit's wall time, per law
+    without tokens; (b) dmsl at 2.718B, every domain (2 with --quick), per law (with tokens where it takes them).
+    `laws`: {name: (a function of n_datasets giving the template, whether it takes tokens)}."""
+    print(f"\n{section}a. {title}: 66-run design, 32 default starts; held-out MAPE (%) vs the truth")
     print(f"   {'world':>5s} {'law':13s} {'converged':>9s} {'best start':>11s} {'M=12':>7s} {'M=20':>7s} {'time':>6s}")
     mixes = perturbed_mixtures(REFERENCE)
     rows = []
+    names = [name for name, (_, tokens) in laws.items() if not tokens]
     for seed in range(4 if quick else 11):
         data, (r_t, M_t, y_t) = _design_and_truth(seed, mixes)
         for name in names:
-            result, seconds = _fit(_sodm(name, 5), data.inputs, data.y, 32)
+            result, seconds = _fit(laws[name][0](5), data.inputs, data.y, 32)
             ape = np.abs(np.asarray(result.predict(r_t, M_t)) / y_t - 1)
             best = cj.Status(int(result.best_status)).label
             row = (seed, name, np.mean(_converged(result)), best, 100 * ape[M_t == 12].mean(),
@@ -252,19 +277,20 @@ def section_sodm(quick: bool) -> None:
         print(f"   mean {name}: converged {share:.0%}, best start unconverged in {unconverged}/{len(sel)} worlds, "
               f"M=12 {at12:.3f}%, M=20 {at20:.3f}%, {seconds:.1f}s a fit")  # fmt: skip
 
-    split = _dmsl("4b")
+    split = _dmsl(f"{section}b")
     if split is None:
         return
     train, test, mixture, losses = split
-    print(f"\n4b. dmsl_shukor2025, {len(train)} runs at 122M-1.2B, 32 default starts; held-out MAPE at 2.718B")
+    print(f"\n{section}b. dmsl_shukor2025, {len(train)} runs at 122M-1.2B, 32 default starts; held-out MAPE at 2.718B")
     print(f"   {'law':13s} {'loss':20s} {'converged':>9s} {'best start':>11s} {'held-out':>9s} {'time':>6s}")
-    for name in names:
+    for name, (make, tokens) in laws.items():
         errors, shares = [], []
         for loss in losses[:2] if quick else losses:
             tr, te = train[np.isfinite(train[loss])], test[np.isfinite(test[loss])]
-            inputs = (tr[mixture].to_numpy(), tr["size"].to_numpy())
-            result, seconds = _fit(_sodm(name, len(mixture)), inputs, tr[loss].to_numpy(), 32)
-            pred = np.asarray(result.predict(te[mixture].to_numpy(), te["size"].to_numpy()))
+            columns = ["size", "tokens"] if tokens else ["size"]
+            inputs = (tr[mixture].to_numpy(), *(tr[c].to_numpy() for c in columns))
+            result, seconds = _fit(make(len(mixture)), inputs, tr[loss].to_numpy(), 32)
+            pred = np.asarray(result.predict(te[mixture].to_numpy(), *(te[c].to_numpy() for c in columns)))
             mape = 100 * np.mean(np.abs(pred / te[loss].to_numpy() - 1))
             best = cj.Status(int(result.best_status)).label
             errors.append(mape)
@@ -322,7 +348,7 @@ def section_dml(quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["design", "dmsl", "bound", "sodm", "dml"])
+    parser.add_argument("--only", choices=["design", "dmsl", "bound", "sodm", "dml", "camel_data"])
     args = parser.parse_args()
     print(f"camel-jax from {os.path.dirname(cj.__file__)}, jax {jax.__version__}, {os.cpu_count()} CPU cores")
     if args.only in (None, "design"):
@@ -335,6 +361,8 @@ def main() -> None:
         section_sodm(args.quick)
     if args.only in (None, "dml"):
         section_dml(args.quick)
+    if args.only in (None, "camel_data"):
+        section_camel_data(args.quick)
 
 
 if __name__ == "__main__":
