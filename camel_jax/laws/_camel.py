@@ -148,15 +148,23 @@ def beta_inverse(beta: Array, bounds: tuple[float, float] | None, beta_max: floa
 def resolve_ratio_max(ratio_max: Any, tied: bool) -> float | None:
     """The bound on the free law's alpha / beta (None: no bound), checked; "default": `FREE_RATIO_MAX` for the free
     law and None for the tied one (whose ratio is derived)."""
-    if isinstance(ratio_max, str):
-        if ratio_max != "default":
-            raise ValueError(f'`ratio_max` must be a number > 0, None or "default"; got {ratio_max!r}')
-        return None if tied else FREE_RATIO_MAX
-    if ratio_max is None:
+    why = "`ratio_max` applies to the free law only (tied: alpha / beta = 1 / (c + beta) is derived)"
+    return resolve_bound(ratio_max, "ratio_max", FREE_RATIO_MAX, not tied, why)
+
+
+def resolve_bound(value: Any, name: str, default: float, applies: bool, why: str) -> float | None:
+    """A checked upper bound on an exponent of a law (`ratio_max`, CAMELData's `gamma_max`): "default" gives
+    `default` where the bound `applies` and None elsewhere; None: no bound; a number where it does not apply is a
+    `ValueError` saying `why`."""
+    if isinstance(value, str):
+        if value != "default":
+            raise ValueError(f'`{name}` must be a number > 0, None or "default"; got {value!r}')
+        return default if applies else None
+    if value is None:
         return None
-    if tied:
-        raise ValueError("`ratio_max` applies to the free law only (tied: alpha / beta = 1 / (c + beta) is derived)")
-    return positive_number(ratio_max, "ratio_max")
+    if not applies:
+        raise ValueError(why)
+    return positive_number(value, name)
 
 
 def ratio_value(raw: Array, ratio_max: float | None) -> Array:

@@ -29,6 +29,7 @@ from ._camel import (
     data_scale,
     exprel,
     resolve_beta_max,
+    resolve_bound,
     size_anchor,
     square_inverse,
     start_beta,
@@ -48,16 +49,9 @@ GAMMA_MAX = 3.0
 def resolve_gamma_max(gamma_max: Any, own_exponents: bool) -> float | None:
     """The bound on gamma a law is fitted within, checked: "default" gives `GAMMA_MAX` where the data term has its
     own exponents ("domains" without `shared_exponents`) and None elsewhere; None: no bound."""
-    if isinstance(gamma_max, str):
-        if gamma_max != "default":
-            raise ValueError(f'`gamma_max` must be a number > 0, None or "default"; got {gamma_max!r}')
-        return GAMMA_MAX if own_exponents else None
-    if gamma_max is None:
-        return None
-    if not own_exponents:
-        raise ValueError('`gamma_max` bounds the "domains" data term\'s own exponents: give None with '
-                         'shared_exponents=True or data_term="linear"')  # fmt: skip
-    return positive_number(gamma_max, "gamma_max")
+    why = ('`gamma_max` bounds the "domains" data term\'s own exponents: give None with shared_exponents=True or '
+           'data_term="linear"')  # fmt: skip
+    return resolve_bound(gamma_max, "gamma_max", GAMMA_MAX, own_exponents, why)
 
 
 def mixture_center(r: Any) -> tuple[float, ...]:
