@@ -659,7 +659,8 @@ def fit(
       With `y` [T, P], inits with two leading axes [T, R] give each target its own starts (e.g. warm starts).
     - `weights`: per-point weights >= 0 ([P] or [T, P]); zero-weight points contribute exactly 0.
     - `options`: a `FitOptions` (objective and solver: `max_steps`, `tol`, `polish`, `delta`, `log_residuals`,
-      `reduction`, `penalty`, `prescreen`, `lanes`); default `FitOptions()`.
+      `reduction`, `penalty`, `prescreen`, `lanes`); default `FitOptions()`, with the Newton polish the law asks
+      for (`AbstractLaw.default_polish`: CAMELData without tokens runs 1,000 steps).
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
     - `names`: the mixture columns of `inputs[0]`, in order (e.g. `data.mixture_columns`); kept in the result
       (`FitResult.names`) and its saved file, so that tables are later matched by name. Default None.
