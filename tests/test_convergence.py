@@ -19,7 +19,7 @@ from helpers import known_tied_camel
 import camel_jax as cj
 from camel_jax.experiments import _simulate
 from camel_jax.experiments._design import perturbed_mixtures
-from camel_jax.laws._camel_data import mixture_center
+from camel_jax.laws._camel_data import mean_mixture
 
 DATA = Path(__file__).parent / "data"
 REFERENCE = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
@@ -364,7 +364,7 @@ def test_a_format_11_camel_data_file_loads_unbounded_and_from_the_origin_as_the_
         warnings.simplefilter("ignore")  # a five-step fit, only to have a file of today's layout
         short = cj.fit(today, args, expected["CAMELData"][0], key=jax.random.key(0), restarts=2,
                        options=cj.FitOptions(max_steps=5, polish=0))  # fmt: skip
-    assert short.law.gamma_max == 3.0 and short.law.mixture_center == mixture_center(args[0])
+    assert short.law.gamma_max == 3.0 and short.law.mixture_center == mean_mixture(args[0])
     loaded = cj.load(cj.save(short, tmp_path / "today.npz"))
     assert loaded.law.structure() == short.law.structure()
     np.testing.assert_allclose(loaded.predict(*args), short.predict(*args), rtol=1e-14)

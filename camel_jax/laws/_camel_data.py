@@ -54,7 +54,7 @@ def resolve_gamma_max(gamma_max: Any, own_exponents: bool) -> float | None:
     return resolve_bound(gamma_max, "gamma_max", GAMMA_MAX, own_exponents, why)
 
 
-def mixture_center(r: Any) -> tuple[float, ...]:
+def mean_mixture(r: Any) -> tuple[float, ...]:
     """The mixture the profiles' shares are measured from (`CAMELData`'s `mixture_center`): the rows' mean, mixed
     with 1% of the uniform mixture so that every share is > 0, to 4 decimals (a static unit: a design's resamples
     and folds share it, and so their compiled programs)."""
@@ -62,10 +62,11 @@ def mixture_center(r: Any) -> tuple[float, ...]:
     return tuple(float(x) for x in np.round(0.99 * mean + 0.01 / len(mean), 4))
 
 
-def log_center(t: Array, center: tuple[float, ...] | None) -> Array | float:
+def log_center(t: Array, center: tuple[float, ...] | None) -> Array:
     """log eta_i at `center` [..., k] (0 without a center: shares measured from the origin, as up to format 11)."""
+    t = jnp.asarray(t)
     if center is None:
-        return 0.0
+        return jnp.zeros(t.shape[:-1], t.dtype)
     return safe_log(jnp.einsum("...kn,n->...k", t, jnp.asarray(center, t.dtype)))
 
 
@@ -208,10 +209,6 @@ class CAMELData(AbstractLaw):
         assert self.raw_gamma is not None
         return beta_value(self.raw_gamma, None, self.gamma_max)
 
-    def log_eta_center(self) -> Array | float:
-        """log <t_i, c> [..., k] at the `mixture_center` c (0 without one)."""
-        return log_center(self.t, self.mixture_center)
-
     def __call__(
         self, r: Float[Array, "P n"], size: Float[Array, " P"], *tokens: Float[Array, " P"]
     ) -> Float[Array, " P"]:
@@ -219,9 +216,7 @@ class CAMELData(AbstractLaw):
             raise TypeError(
                 f"CAMELData(tokens={self.tokens}) takes {2 + int(self.tokens)} inputs; got {2 + len(tokens)}"
             )
-        log_eta = safe_log(r @ self.t.T)  # [P, k]
-        if self.mixture_center is not None:  # measured from the center
-            log_eta = log_eta - jnp.asarray(self.log_eta_center())[None, :]
+        log_eta = safe_log(r @ self.t.T) - log_center(self.t, self.mixture_center)[None, :]  # [P, k], from the center
         z = self.ratio[None, :] * log_eta + jnp.log(size / self.size_scale)[:, None]
         capacity = -(self.root_b * self.root_b)[None, :] * z * exprel(-self.beta[None, :] * z)
         level = self.C1 + jnp.sum(capacity, axis=-1)
@@ -245,7 +240,7 @@ class CAMELData(AbstractLaw):
         K = self.root_b * self.root_b / beta
         G = None if self.root_h is None else self.root_h * self.root_h / self.gamma  # "linear": no G
         level = self.C1 - jnp.sum(K, axis=-1) - (0.0 if G is None else jnp.sum(G, axis=-1))
-        log_c = self.log_eta_center()
+        log_c = log_center(self.t, self.mixture_center)
         capacity = {
             "t": self.t,
             "K": self.loss_scale * K * jnp.exp(beta * jnp.log(self.size_scale) + self.alpha * log_c),
@@ -309,9 +304,10 @@ class CAMELData(AbstractLaw):
         _check_derived("gamma", gamma, gamma_ if shared_exponents else None, "shared_exponents=True")
         positive_inverse(alpha_, None, "alpha")
         positive_inverse(gamma_, None, "gamma")
-        K_unit, scale = _capacity_unit(p, alpha_, settings), settings["loss_scale"]
-        log_DC = (jnp.log(settings["tokens_scale"]) if tokens else 0.0) + log_center(p["t"], settings["mixture_center"])
-        G_unit = jnp.exp(positive_inverse(p["G"], None, "G") - gamma_ * log_DC) / scale  # G_i at D = s_D and c
+        log_c, scale = log_center(p["t"], settings["mixture_center"]), settings["loss_scale"]
+        K_unit = _capacity_unit(p, alpha_, log_c, settings)
+        log_D = jnp.log(settings["tokens_scale"]) if tokens else 0.0
+        G_unit = jnp.exp(positive_inverse(p["G"], None, "G") - gamma_ * (log_D + log_c)) / scale  # G_i at s_D, c
         return cls(
             t_roots=simplex_roots(p["t"], axis=-2, name="t"),
             root_b=jnp.sqrt(K_unit * p["beta"]),
@@ -382,7 +378,7 @@ class CAMELData(AbstractLaw):
         sizes and (with `tokens`) the tokens, and the mixture the shares are measured from (the rows' mean)."""
         sizes = size_anchor(inputs[1]) if self.tied else data_scale(inputs[1])
         scales: dict[str, Any] = {"loss_scale": data_scale(y), "size_scale": sizes,
-                                  "mixture_center": mixture_center(inputs[0])}  # fmt: skip
+                                  "mixture_center": mean_mixture(inputs[0])}  # fmt: skip
         if self.tokens:
             scales["tokens_scale"] = data_scale(inputs[2])
         return scales
@@ -393,8 +389,9 @@ class CAMELData(AbstractLaw):
 
     def default_polish(self) -> int | None:
         """1,000 Newton steps for the "domains" data term without tokens: on the paper's 66-run design (11 worlds,
-        32 default starts) 80% of the starts met the first-order rule within the default 300 and 94% within 1,000,
-        at 2.8 s instead of 1.6 s per fit (median, 2 CPU cores); None (the `FitOptions` default) otherwise."""
+        32 default starts, the size unit a power of ten) 80% of the starts met the first-order rule within the
+        default 300 and 92% within 1,000, at 3.1 s instead of 1.9 s per fit (median, 2 CPU cores); None (the
+        `FitOptions` default) otherwise."""
         return 1000 if self.data_term == "domains" and not self.tokens else None
 
     def unconverged_hint(self) -> str:
@@ -448,10 +445,9 @@ def _settings(
     }
 
 
-def _capacity_unit(p: dict[str, Array], alpha: Array, settings: dict[str, Any]) -> Array:
-    """The capacity terms' amplitudes in the law's units, K_i / (s_L s_M^beta_i <t_i, c>^alpha_i): each term's value
-    at the size unit and the mixture center (K checked > 0)."""
-    log_c = log_center(p["t"], settings["mixture_center"])
+def _capacity_unit(p: dict[str, Array], alpha: Array, log_c: Array, settings: dict[str, Any]) -> Array:
+    """The capacity terms' amplitudes in the law's units, K_i / (s_L s_M^beta_i <t_i, c>^alpha_i) (log_c: log <t_i, c>,
+    `log_center`): each term's value at the size unit and the mixture center (K checked > 0)."""
     K_log = positive_inverse(p["K"], None, "K") - p["beta"] * jnp.log(settings["size_scale"]) - alpha * log_c
     return jnp.exp(K_log) / settings["loss_scale"]
 
@@ -495,7 +491,7 @@ def _linear_from_params(t: ArrayLike, K: ArrayLike, beta: ArrayLike, C: ArrayLik
     _check_derived("alpha", alpha, alpha_ if tied else None, "tied=True")
     positive_inverse(alpha_, None, "alpha")
     scale = settings["loss_scale"]
-    K_unit = _capacity_unit(p, alpha_, settings)
+    K_unit = _capacity_unit(p, alpha_, log_center(p["t"], settings["mixture_center"]), settings)
     d_unit = p["d"] / scale
     mean = jnp.mean(d_unit, axis=-1)
     return CAMELData(
