@@ -28,8 +28,6 @@ import numpy as np
 from .._version import __version__
 from .._warn import user_stacklevel
 
-# The formats `export_mixture` writes, each with the suffix `camel-jax optimize --export` gives its file
-# (docs/exports.md shows each, with the version of the trainer's config it targets).
 EXPORT_FORMATS: Mapping[str, str] = MappingProxyType(
     {
         "json": ".mixture.json",
@@ -39,6 +37,8 @@ EXPORT_FORMATS: Mapping[str, str] = MappingProxyType(
         "nanotron": ".nanotron.yaml",
     }
 )
+"""The formats `export_mixture` writes, {format: the suffix `camel-jax optimize --export` gives its file}:
+json (the record `read_mixture` reads), olmo-core, levanter, megatron, nanotron; read-only."""
 _TARGETS = {
     "json": "camel-jax mixture record, format 1",
     "olmo-core": "OLMo-core SourceMixtureList (olmo_core.data.source_mixture, v2.3.0 to v2.5.0)",
