@@ -84,8 +84,8 @@ def test_availability_caps_refuse_bad_input_naming_it(available, target, epochs,
 
 @pytest.mark.parametrize("fmt", list(cj.EXPORT_FORMATS))
 def test_each_format_parses_back_to_the_pick_summing_to_one_within_the_caps(fmt):
-    text = cj.export_mixture(PICK, fmt, caps=CAPS, max_epochs=EPOCHS, paths=PATHS,
-                             provenance={"fit_hash": "0123abcd", "predicted_loss": 2.31, "interval": [2.2, 2.4]})  # fmt: skip
+    provenance = {"fit_hash": "0123abcd", "predicted_loss": 2.31, "interval": [2.2, 2.4]}
+    text = cj.export_mixture(PICK, fmt, caps=CAPS, max_epochs=EPOCHS, paths=PATHS, provenance=provenance)
     weights = written_weights(fmt, text)
     assert list(weights) == NAMES  # every dataset named once, in the pick's order
     for name in NAMES:
