@@ -265,3 +265,45 @@ def test_cli_help_lists_the_export_flags(capsys):
         cli.main(["optimize", "--help"])
     text = capsys.readouterr().out
     assert all(flag in text for flag in ("--available", "--max-epochs", "--target-tokens", "--export", "--paths"))
+
+
+def test_read_mixture_refuses_files_without_names_or_with_a_name_twice(tmp_path):
+    twice = tmp_path / "twice.levanter.yaml"
+    twice.write_text('train_weights:\n  "web": 0.5\n  "web": 0.5\n')
+    with pytest.raises(ValueError, match=r"names dataset\(s\) \['web'\] more than once"):
+        cj.read_mixture(twice)
+    megatron = tmp_path / "mix.nanotron.yaml"
+    megatron.write_text(cj.export_mixture(PICK, "nanotron"))
+    with pytest.raises(ValueError, match="key weights by path"):
+        cj.read_mixture(megatron)
+    off = tmp_path / "off.mixture.json"
+    off.write_text('{"mixture": {"web": 0.5, "math": 0.4}}')
+    with pytest.raises(ValueError, match="sum to 0.9"):
+        cj.read_mixture(off)
+
+
+@pytest.mark.slow  # three ascents over 8 resamples and a verdict: about 10 CPU-seconds of compiles
+def test_cli_caps_a_batched_pipeline_with_the_cost_band_and_the_verdict(tmp_path, capsys):
+    from helpers import make_pipeline
+
+    batched = make_pipeline(batch=8)
+    pipeline = cj.Pipeline(batched.loss_laws, batched.benchmark_laws, dict(batched.benchmark_weights), NAMES)
+    path = cj.save(pipeline, tmp_path / "pipeline.npz")
+    # every cap 0.34 (6.8e9 tokens, one epoch, 2e10 target): a mixture within them has every share in [0.32, 0.34],
+    # so unless the optimum happens to lie in that small box, a cap binds
+    pd.DataFrame({"name": NAMES, "tokens": [6.8e9] * 3}).to_csv(tmp_path / "tokens.csv", index=False)
+    argv = ["optimize", str(path), "--size", "10", "--reference", "0.4,0.3,0.3", "--available",
+            str(tmp_path / "tokens.csv"), "--target-tokens", "2e10", "--export", "json",
+            "--out", str(tmp_path / "m")]  # fmt: skip
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    record = json.loads((tmp_path / "m.mixture.json").read_text())
+    assert max(record["mixture"].values()) <= 0.34 and exact_sum(record["mixture"].values()) == 1
+    assert record["decision"]["verdict"] in cj.VERDICTS and "verdict:" in out
+    binding = record["provenance"]["binding_caps"]
+    assert binding and f"binding caps: {', '.join(binding)}" in out
+    cost = record["provenance"]["cost_of_caps"]
+    # the score falls under the caps, in every resample, and the band is printed beside it
+    assert cost["resamples"] == 8 and cost["low"] <= cost["value"] <= cost["high"] <= 1e-12
+    assert f"cost of the caps: predicted score {cost['value']:+.4g} [{cost['low']:+.4g}, {cost['high']:+.4g}]" in out
+    assert "repeats data" not in out  # one epoch: nothing repeated

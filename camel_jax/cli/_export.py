@@ -76,7 +76,9 @@ class Exporting:
         from ..mixture._export import repetitions
 
         assert self.caps is not None and self.available is not None and self.target_tokens is not None
-        binding = [name for name in self.names if mixture[name] >= self.caps[name] * (1 - BINDING)]
+        # a cap binds where the pick (any resample's, for one pick per resample) holds it
+        picks = np.asarray(result.r, dtype=float).reshape(-1, len(self.names))
+        binding = [name for j, name in enumerate(self.names) if np.any(picks[:, j] >= self.caps[name] * (1 - BINDING))]
         free = result
         if binding:
             with contextlib.redirect_stdout(io.StringIO()):  # its own lines are the capped run's, printed above

@@ -518,8 +518,20 @@ def _yaml_pairs(path: Path, text: str) -> list[tuple[Any, Any]]:
         import yaml
     except ImportError:
         raise ImportError(f"reading {path} (YAML) needs PyYAML: pip install pyyaml") from None
+
+    class Strict(yaml.SafeLoader):
+        """PyYAML keeps the last of a repeated key: this loader refuses it."""
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> dict:
+        keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+        repeated = sorted({str(key) for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise ValueError(f"{path} names dataset(s) {repeated} more than once")
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=Strict)  # a SafeLoader: builds plain values only
     except yaml.YAMLError as error:
         raise ValueError(f"{path} is not YAML: {str(error).splitlines()[0]}") from None
     if isinstance(data, dict) and isinstance(data.get("sources"), list):
