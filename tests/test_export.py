@@ -99,6 +99,28 @@ def test_each_format_parses_back_to_the_pick_summing_to_one_within_the_caps(fmt)
         assert {s["max_source_fraction"] for s in sources} == {1.0}
     if fmt != "megatron":  # Megatron reads every word of its file: its record is the json export
         assert "0123abcd" in text and "2.31" in text
+    # only the fields the trainer's config declares (read from their sources: OLMo-core v2.5
+    # SourceMixtureConfig, Levanter 1.2 LMMixtureDatasetConfig, nanotron DatasetStageArgs/NanosetDatasetsArgs)
+    if fmt == "olmo-core":
+        fields = {"source_name", "target_ratio", "paths", "max_repetition_ratio", "max_source_fraction"}
+        assert set(yaml.safe_load(text)) == {"sources"}
+        assert all(set(source) <= fields for source in yaml.safe_load(text)["sources"])
+    if fmt == "levanter":
+        assert set(yaml.safe_load(text)) == {"configs", "train_weights"}
+    if fmt == "nanotron":
+        (stage,) = yaml.safe_load(text)["data_stages"]
+        assert set(stage) == {"name", "start_training_step", "data"} and stage["start_training_step"] >= 0
+        assert set(stage["data"]["dataset"]) == {"dataset_folder", "dataset_weights"}
+
+
+def test_a_mixture_result_exports_its_mean_pick_and_its_verdict():
+    r = jnp.asarray([[0.5, 0.02, 0.48], [0.7, 0.02, 0.28]])  # one pick per resample: the mean is written
+    decision = cj.Decision(gain=0.01, gain_low=0.002, gain_high=0.02, p_improve=0.97, value=0.6, value_low=0.58,
+                           value_high=0.62, level=0.95, verdict="improves", calibrated=True)  # fmt: skip
+    result = cj.MixtureResult(r, jnp.zeros(2), jnp.zeros(2), r, jnp.zeros(2), jnp.zeros(3), jnp.ones(3), decision)
+    record = json.loads(cj.export_mixture(result, "json", names=NAMES, caps=CAPS))
+    assert record["mixture"] == {"web": 0.6, "math": 0.02, "code": 0.38}
+    assert record["decision"]["verdict"] == "improves" and record["decision"]["gain_low"] == 0.002
 
 
 def test_weights_are_rounded_so_the_written_decimals_sum_to_one():
