@@ -71,7 +71,7 @@ def test_availability_caps_by_name_and_the_repetition_warning():
         ({**AVAILABLE, "books": 1e9}, TARGET, EPOCHS, "'books', which is not a dataset"),
         ({**AVAILABLE, "math": 0.0}, TARGET, EPOCHS, "dataset 'math' must be finite and > 0"),
         ({**AVAILABLE, "math": -1e8}, TARGET, EPOCHS, "dataset 'math' must be finite and > 0"),
-        (AVAILABLE, 0.0, EPOCHS, "target_tokens must be finite and > 0"),
+        (AVAILABLE, 0.0, EPOCHS, "`target_tokens` must be finite and > 0"),
         (AVAILABLE, TARGET, -1.0, "max_epochs` must be finite and > 0"),
         # 5.2e9 tokens at one epoch cannot fill 2e10: infeasible, and how many epochs would do
         ({"web": 5e9, "math": 1e8, "code": 1e8}, TARGET, 1.0, r"caps sum to 0.26 < 1.*allow 3.846 epochs"),

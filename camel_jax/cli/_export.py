@@ -181,6 +181,8 @@ def prepare(args: argparse.Namespace, saved: Any, bounds: dict[str, Any]) -> Exp
             raise UserError("--paths goes with --export (the paths written into the trainer's config)")
         return plan
     plan.formats = _formats(args.export)
+    if plan.names == [f"dataset {j}" for j in range(len(plan.names))]:
+        print(f"note: {args.saved} records no dataset names: the export calls them 'dataset 0', 'dataset 1', ...")
     if getattr(args, "out", None) is None:
         raise UserError("--export needs --out PREFIX: the files are written to PREFIX + their suffix")
     _check_destination(Path(args.out), tuple(_suffixes(plan.formats)))

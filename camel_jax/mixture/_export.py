@@ -80,7 +80,7 @@ def availability_caps(
     """
     available = _positive_by_name(available_tokens, "available_tokens")
     order = list(available) if names is None else _check_names_match(available, names, "`available_tokens`")
-    target = _positive(target_tokens, "target_tokens")
+    target = _positive(target_tokens, "`target_tokens`")
     epochs = _epochs_by_name(max_epochs, order)
     caps = {name: min(1.0, epochs[name] * available[name] / target) for name in order}
     total = math.fsum(caps.values())
