@@ -66,6 +66,10 @@ from .mixture._decide import VERDICTS as VERDICTS
 from .mixture._decide import Decision as Decision
 from .mixture._decide import decide as decide
 from .mixture._decide import score_draws as score_draws
+from .mixture._export import EXPORT_FORMATS as EXPORT_FORMATS
+from .mixture._export import availability_caps as availability_caps
+from .mixture._export import export_mixture as export_mixture
+from .mixture._export import read_mixture as read_mixture
 from .mixture._next import NEXT_COLUMNS as NEXT_COLUMNS
 from .mixture._next import next_runs as next_runs
 from .mixture._next import variance_reduction as variance_reduction
@@ -164,6 +168,10 @@ __all__ = [
     "next_runs",
     "variance_reduction",
     "NEXT_COLUMNS",
+    "availability_caps",
+    "export_mixture",
+    "read_mixture",
+    "EXPORT_FORMATS",
     # experiments: design, the extrapolation protocol, law selection, backtests
     "flops",
     "perturbed_mixtures",

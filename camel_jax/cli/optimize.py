@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _export as export
 from ._common import UserError, _check_decidable, _floats, _mixture_names, _warn_extrapolation, _warn_unreliable
 
 
@@ -36,6 +37,7 @@ def add_parser(sub: Any) -> None:
     opt.add_argument("--lower", default=None, help="per-dataset lower bounds (comma-separated)")
     opt.add_argument("--upper", default=None, help="per-dataset upper bounds (comma-separated)")
     opt.add_argument("--seed", type=int, default=0)
+    export.add_arguments(opt)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -75,16 +77,16 @@ def run(args: argparse.Namespace) -> None:
         _warn_extrapolation(saved, args.size)
     _check_tokens(saved, args)
     bounds = _bounds(args)
+    exporting = export.prepare(args, saved, bounds)  # --available's caps into the bounds; --export checked
     _warn_unreliable(saved, args.saved)
     key = jax.random.key(args.seed)
-    if isinstance(saved, FitResult):
-        result = _optimize_fit(saved, args, bounds, key)
-    else:
-        result = _optimize_pipeline(saved, args, bounds, key)
+    solve = _optimize_fit if isinstance(saved, FitResult) else _optimize_pipeline
+    result = solve(saved, args, exporting.bounds, key)
     r = np.atleast_2d(np.asarray(result.r)).mean(axis=0)
     names = _mixture_names(saved, len(r))
     print("optimal mixture: " + ", ".join(f"{name} {x:.4f}" for name, x in zip(names, r)))
     print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
+    exporting.finish(result, lambda free_bounds: solve(saved, args, free_bounds, key))
 
 
 def _deprecated_objective(args: argparse.Namespace) -> None:
