@@ -128,7 +128,7 @@ def _check_table(df: Any) -> None:
 
 def _require(columns: list[str], column: str | None, role: str) -> None:
     if column is not None and column not in columns:
-        raise ValueError(f"column {column!r} ({role}=) not found; available columns: {columns[:20]}")
+        raise ValueError(f"column {column!r} not found ({role}=); available columns: {columns[:20]}")
 
 
 def _is_glob(pattern: str) -> bool:
@@ -149,7 +149,7 @@ def _match(columns: list[str], spec: Any, role: str) -> list[str]:
                 raise ValueError(f"no column matches {item!r} ({role}=); available columns: {columns[:20]}")
             out += [c for c in found if c not in out]
         elif item not in columns:
-            raise ValueError(f"column {item!r} ({role}=) not found; available columns: {columns[:20]}")
+            raise ValueError(f"column {item!r} not found ({role}=); available columns: {columns[:20]}")
         elif item in out:
             raise ValueError(f"column {item!r} is named twice in {role}=")
         else:
@@ -170,12 +170,17 @@ def _check_roles(mixture: list[str], targets: list[str], roles: dict[str, str]) 
 def _numeric(df: pd.DataFrame, column: str, role: str, missing: bool = False) -> np.ndarray:
     """A column as floats; a non-numeric value is an error naming the row (NaN left as it is when `missing`)."""
     values = pd.to_numeric(df[column], errors="coerce")
-    bad = values.isna() & df[column].notna() if missing else values.isna() | ~np.isfinite(values.astype(float))
+    text = values.isna() & df[column].notna()
+    if text.any():
+        row = df.index[int(np.argmax(text.to_numpy()))]
+        raise ValueError(f"column {column!r} has a non-numeric value {df[column].loc[row]!r} at row {row!r} ({role})")
+    out = values.to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(out) & (~np.isnan(out) if missing else True)
     if bad.any():
-        row = df.index[int(np.argmax(bad.to_numpy()))]
-        raise ValueError(f"column {column!r} ({role}) has a non-numeric or missing value {df[column].loc[row]!r} "
-                         f"at row {row!r}")  # fmt: skip
-    return values.to_numpy(dtype=float, na_value=np.nan)
+        row = df.index[int(np.argmax(bad))]
+        raise ValueError(f"column {column!r} has a missing or infinite value ({out[int(np.argmax(bad))]}) at row "
+                         f"{row!r} ({role})")  # fmt: skip
+    return out
 
 
 _DASH = re.compile(r"(?<![eE])-")  # '-' between shares, not the sign of an exponent (1e-3)
