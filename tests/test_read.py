@@ -113,6 +113,10 @@ def test_duplicates_merged_or_refused_naming_the_separating_column():
     with pytest.raises(ValueError, match=r"rows 1 and 6: loss .*replicate runs told apart by 'seed'\? \(run='seed'"):
         read_runs(seeded)
     assert read_runs(seeded, run="seed").n_points == 7
+    # no column tells them apart: repeated measurements of one configuration, kept as replicate runs
+    data, notes = read(pd.concat([df, replicate], ignore_index=True))
+    assert data.n_points == 7 and any("kept as replicate runs" in n and "rows 1 and 6" in n for n in notes), notes
+    np.testing.assert_allclose(np.sort(np.asarray(data.y)), np.sort(pd.concat([df, replicate])["loss"].to_numpy()))
 
 
 def test_zero_column_refused_in_read_runs_and_in_fit_on_arrays():

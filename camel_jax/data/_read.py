@@ -347,7 +347,10 @@ def _assemble(
     Y = np.stack([_numeric(table, c, "target", missing=True) for c in targets])  # [targets, rows]
     run = _run_codes(table, shares, size, roles.get("run"))
     domain = None if "domain" not in roles else table[roles["domain"]].astype(str).to_numpy()
-    keep_rows = _duplicates(table, run, where, domain, Y, targets, roles)
+    keep_rows, replicate = _duplicates(table, run, where, domain, Y, targets, roles)
+    if replicate.any():  # each replicate its own run
+        run = pd.DataFrame({"run": run, "replicate": replicate}).groupby(["run", "replicate"], sort=False).ngroup()
+        run = run.to_numpy()
     table, shares, Y, run = table[keep_rows], shares[keep_rows], Y[:, keep_rows], run[keep_rows]
     labels = labels[keep_rows]
     size = None if size is None else size[keep_rows]
@@ -374,40 +377,57 @@ def _run_codes(table: pd.DataFrame, shares: np.ndarray, size: np.ndarray | None,
     return key.groupby(list(key.columns), sort=False).ngroup().to_numpy()
 
 
-def _duplicates(table, run, where, domain, Y, targets, roles) -> np.ndarray:
-    """Rows to keep: exact duplicates (same run, checkpoint, domain and targets) merged with a note; rows that share
-    all but their targets refused, naming the column that probably tells them apart."""
+def _duplicates(table, run, where, domain, Y, targets, roles) -> tuple[np.ndarray, np.ndarray]:
+    """(rows to keep, a replicate number per row). Exact duplicates (same run, checkpoint, domain and targets) are
+    merged with a note; rows that share all but their targets are refused when a column tells them apart (naming
+    it: a validation-domain column left out pools several losses into one target), else kept as replicate runs
+    (repeated measurements of one configuration, with a note)."""
     key = pd.DataFrame({"run": run})
     if where is not None:
         key["where"] = where
     if domain is not None:
         key["domain"] = domain
-    repeated = key.duplicated(keep=False).to_numpy()
-    if not repeated.any():
-        return np.ones(len(run), bool)
-    group = key.groupby(list(key.columns), sort=False).ngroup().to_numpy()
-    values = pd.DataFrame(Y.T).round(12)
-    same = values.groupby(group).transform("nunique", dropna=False).le(1).all(axis=1).to_numpy()
-    conflict = repeated & ~same
-    if conflict.any():
-        first = int(np.argmax(conflict))
+    replicate = np.zeros(len(run), int)
+    if not key.duplicated().any():
+        return np.ones(len(run), bool), replicate
+    values = pd.DataFrame(Y.T).round(12).fillna(np.inf)
+    full = pd.concat([key.reset_index(drop=True), values.add_prefix("y")], axis=1)
+    merged = full.duplicated(keep="first").to_numpy()
+    if merged.any():
+        _note(f"{int(merged.sum())} exact duplicate row(s) merged (e.g. row {table.index[int(np.argmax(merged))]!r})")
+    kept = key[~merged]
+    repeated = kept.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        rows = np.flatnonzero(~merged)
+        group = kept.groupby(list(kept.columns), sort=False).ngroup().to_numpy()
+        first = int(np.argmax(repeated))
         partner = int(np.flatnonzero((group == group[first]) & (np.arange(len(group)) != first))[0])
-        raise ValueError(_conflict_message(table, first, partner, Y, targets, roles))
-    merged = key.duplicated(keep="first").to_numpy()
-    _note(f"{int(merged.sum())} exact duplicate row(s) merged (e.g. row {table.index[int(np.argmax(merged))]!r})")
-    return ~merged
+        message = _conflict_message(table, rows[first], rows[partner], Y, targets, roles)
+        if message is not None:
+            raise ValueError(message)
+        replicate[rows] = kept.groupby(list(kept.columns), sort=False).cumcount().to_numpy()
+        parts = _same_parts(roles)
+        _note(f"{int(repeated.sum())} rows share their {parts} with another row but not their targets (e.g. rows "
+              f"{table.index[rows[first]]!r} and {table.index[rows[partner]]!r}), and no column tells them apart: "
+              "kept as replicate runs, each its own point")  # fmt: skip
+    return ~merged, replicate
 
 
-def _conflict_message(table, first, partner, Y, targets, roles) -> str:
+def _same_parts(roles: dict) -> str:
     parts = ["mixture"] + [r for r in ("size", "tokens", "step", "run", "domain") if r in roles]
-    same = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+
+
+def _conflict_message(table, first, partner, Y, targets, roles) -> str | None:
+    """The error for two rows that agree on all but their targets, naming the column that tells them apart; None
+    when no column does (replicate runs)."""
     rows = f"rows {table.index[first]!r} and {table.index[partner]!r}"
     t = int(np.argmax(Y[:, first] != Y[:, partner]))
     values = f"{targets[t]} {Y[t, first]:g} vs {Y[t, partner]:g}"
     used = set(roles.values()) | set(targets)
     differing = [c for c in table.columns if c not in used and table[c].iloc[first] != table[c].iloc[partner]
                  and not (pd.isna(table[c].iloc[first]) and pd.isna(table[c].iloc[partner]))]  # fmt: skip
-    head = f"rows with the same {same} have different targets ({rows}: {values})"
+    head = f"rows with the same {_same_parts(roles)} have different targets ({rows}: {values})"
     domains = [c for c in differing if any(h in c.lower() for h in _DOMAIN_HINTS)]
     runs = [c for c in differing if any(h in c.lower() for h in _RUN_HINTS)]
     if "domain" not in roles and (domains or (differing and not runs)):
@@ -417,7 +437,7 @@ def _conflict_message(table, first, partner, Y, targets, roles) -> str:
         return f"{head}; are they replicate runs told apart by {runs[0]!r}? (run={runs[0]!r} / --run {runs[0]})"
     if differing:
         return f"{head}; the column {differing[0]!r} tells them apart: filter the table on it, or name its role"
-    return f"{head}: conflicting duplicate rows; remove one of them"
+    return None
 
 
 def _checkpoints(run: np.ndarray, where: np.ndarray | None, checkpoint: Any, roles: dict, labels: Any) -> np.ndarray:

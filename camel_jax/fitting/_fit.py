@@ -550,6 +550,10 @@ def from_data(inputs: Any, y: Any, weights: Any, names: Any, targets: Any) -> tu
 
     if isinstance(inputs, MixtureData):
         data = inputs
+        for given, own, what in ((names, named_columns(data.columns), "datasets"), (targets, data.targets, "targets")):
+            if given is not None and own and tuple(given) != tuple(own):
+                raise ValueError(f"the data's {what} {list(own)} differ from the {what} named {list(given)}: match "
+                                 "the table to the fit by name (the same columns, in the fit's order)")  # fmt: skip
         y = data.y if y is None else y
         weights = data.weight if weights is None else weights
         names = named_columns(data.columns) if names is None else names
