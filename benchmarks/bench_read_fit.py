@@ -32,10 +32,14 @@ def run(argv: list[str]) -> float:
     from camel_jax import cli
 
     start = time.perf_counter()
+    argv = ["fit", *argv]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            code = cli.main(argv)
+            try:
+                code = cli.main(argv)
+            except SystemExit as error:  # argparse
+                code = error.code
     if code != 0:
         raise RuntimeError(f"camel-jax {' '.join(argv)} failed: {err.getvalue()[-300:]}")
     return time.perf_counter() - start
