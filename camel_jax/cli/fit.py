@@ -270,14 +270,8 @@ def _one_target(table: _Table) -> _Table:
     print(f"--law auto: chosen on the mean of the {data.n_targets} targets over the {int(complete.sum())} points "
           "where each is measured")  # fmt: skip
     mean = np.mean(np.where(complete, np.asarray(data.y), 1.0), axis=0)
-    one = dataclasses.replace(data, y=jnp_array(mean), weight=jnp_array(complete.astype(float)), targets=("mean",))
+    one = dataclasses.replace(data, y=mean, weight=complete.astype(float), targets=("mean",))
     return dataclasses.replace(table, y=one.y, data=one, weight=one.weight, targets=("mean",))
-
-
-def jnp_array(values: Any) -> Any:
-    import jax.numpy as jnp
-
-    return jnp.asarray(values)
 
 
 def _warn_collinear(table: _Table) -> None:
