@@ -5,6 +5,8 @@ import typing as _typing
 from . import simulate as simulate
 from ._deprecated import renamed_attributes as _renamed_attributes
 from ._version import __version__ as __version__
+from .data._read import ReadNote as ReadNote
+from .data._read import read_runs as read_runs
 from .experiments._backtest import ADAPTIVE as ADAPTIVE
 from .experiments._backtest import BACKTEST_COLUMNS as BACKTEST_COLUMNS
 from .experiments._backtest import BACKTEST_METHODS as BACKTEST_METHODS
@@ -113,6 +115,8 @@ __all__ = [
     "law_template",
     "LAW_NAMES",
     # data in and out
+    "read_runs",
+    "ReadNote",
     "MixtureData",
     "BenchmarkData",
     "save",

@@ -405,7 +405,7 @@ CLI_CASES = {
     "design duplicated sizes": (lambda f, t, p: ["design", "--sizes", "4,5,5", "--budget", "1e20", "--out", p / "d.csv"], "repeated"),
     "capacity exponent 0": (lambda f, t, p: ["fit", f / "runs.csv", "--capacity-exponent", "0", "--out", p / "fit"], "capacity_exponent"),
     "capacity exponent nan": (lambda f, t, p: ["fit", f / "runs.csv", "--capacity-exponent", "nan", "--out", p / "fit"], "capacity_exponent"),
-    "domains 0": (lambda f, t, p: ["fit", f / "runs.csv", "--domains", "0", "--out", p / "fit"], "n_domains"),
+    "domains 0": (lambda f, t, p: ["fit", f / "runs.csv", "--n-domains", "0", "--out", p / "fit"], "n_domains"),
     "resamples -5": (lambda f, t, p: ["fit", f / "runs.csv", "--resamples=-5", "--out", p / "fit"], "--resamples"),
     "restarts 0": (lambda f, t, p: ["fit", f / "runs.csv", "--restarts", "0", "--out", p / "fit"], "--restarts"),
     "dml over several sizes": (lambda f, t, p: ["fit", f / "runs.csv", "--law", "dml", "--out", p / "fit"], "one model size"),
@@ -664,7 +664,7 @@ def cli_fit(files, tmp_path_factory):
     """A `camel-jax fit` (tied CAMEL, cheap) whose .npz carries its mixture column names."""
     folder, _, _ = files
     out = tmp_path_factory.mktemp("cli_fit") / "fit"
-    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--domains", "2", "--restarts", "2",
+    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "2",
                      "--resamples", "0", "--out", str(out)])  # fmt: skip
     assert code == 0
     return out
@@ -713,7 +713,7 @@ def test_a_failed_write_keeps_the_previous_runs_outputs(files, cli_fit, tmp_path
         raise OSError("No space left on device")
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", disk_full)
-    code, err = run_cli(["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2",
+    code, err = run_cli(["fit", folder / "runs.csv", "--law", "camel-tied", "--n-domains", "2", "--restarts", "2",
                          "--resamples", "0", "--out", prefix], capsys)  # fmt: skip
     assert code == 2 and "No space left" in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.json", "fit.npz", "fit.png"]  # no temporaries
@@ -727,7 +727,7 @@ def test_ctrl_c_is_one_line_with_rc_130_and_a_finished_fit_is_kept(files, tmp_pa
         raise KeyboardInterrupt
 
     monkeypatch.setattr(fit_command, "_intervals", interrupt)
-    argv = ["fit", folder / "runs.csv", "--law", "camel-tied", "--domains", "2", "--restarts", "2", "--out",
+    argv = ["fit", folder / "runs.csv", "--law", "camel-tied", "--n-domains", "2", "--restarts", "2", "--out",
             tmp_path / "fit"]  # fmt: skip
     code, err = run_cli(argv, capsys)
     assert code == 0 and "without intervals" in err and (tmp_path / "fit.npz").is_file()
@@ -744,7 +744,7 @@ def token_fit(files, tmp_path_factory):
     runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
     table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "tokens", "loss"]]
     table.to_csv(folder / "runs.csv", index=False)
-    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-data-tied", "--domains", "2", "--restarts", "2",
+    code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-data-tied", "--n-domains", "2", "--restarts", "2",
                      "--resamples", "0", "--out", str(folder / "fit")])  # fmt: skip
     assert code == 0
     return folder / "fit.npz", table

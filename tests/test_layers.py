@@ -18,6 +18,7 @@ LAYERS = {
     "_warn": BASE,  # warnings that name the caller's line, used by every layer
     "solver": SOLVER,  # options and status codes, input checks, L-BFGS, the Newton finish, the implicit adjoint
     "fitting": FITTING,  # data containers, objective, fit, bootstrap, identifiability, calibration, influence
+    "data": FITTING,  # the reader of users' tables (read_runs); beside the containers in fitting/_io.py for now
     "mixture": MIXTURE,  # the pipeline, the optimal mixture, the verdict, the next runs, their table front ends
     "experiments": EXPERIMENTS,  # designs, the extrapolation protocol, law selection, simulated worlds, backtests
     # the edges: the public namespaces, save/load, pictures, the command line and its demo

@@ -184,3 +184,75 @@ def _load_fit(path: str) -> Any:
     saved = load(path)
     _check_decidable(saved, path)
     return saved
+
+
+# --- the one reader of every subcommand (camel_jax.data.read_runs) ------------------------------------------------
+
+# The flags of `read_runs`, as every subcommand that reads runs takes them; stored in a fit's JSON and .npz so that
+# later commands read new rows the same way (`reader_options`).
+READER_FLAGS = (
+    "mixture", "size", "tokens", "target", "domain", "step", "checkpoint", "names", "normalize", "format", "run"
+)  # fmt: skip
+
+
+def add_reader_flags(parser: Any, *, table: str = "table") -> None:
+    """The `read_runs` flags on a subcommand's parser (`read_table(args)` reads them)."""
+    from ..data._formats import FORMATS
+
+    parser.add_argument("--mixture", help="the mixture: comma-separated columns, a glob ('weight_*'), or one "
+                        "column of shares joined by '-', ',' or ' ' (default: the r_* columns, else the format's)")
+    parser.add_argument("--size", help="model-size column (default: 'size' if present)")
+    parser.add_argument("--tokens", help="training-tokens column (default: 'tokens' if present and the law uses it)")
+    parser.add_argument("--target", help="loss column(s): a name, comma-separated names or a glob ('*_loss'); several "
+                        "are fitted together (default 'loss', else the format's)")  # fmt: skip
+    parser.add_argument("--domain", help=f"column naming each row's validation domain (a long {table}): one target "
+                        "per domain")  # fmt: skip
+    parser.add_argument("--step", help="training-step column (orders the checkpoints without --tokens)")
+    parser.add_argument("--checkpoint", default="final", help="final (each run's last checkpoint, default), a token "
+                        "count (the nearest checkpoint), or all (every checkpoint; runs resampled whole)")  # fmt: skip
+    parser.add_argument("--names", help="comma-separated dataset names (for a column of shares)")
+    parser.add_argument("--normalize", action="store_true", help="rescale mixtures whose shares sum off 1")
+    parser.add_argument("--format", choices=FORMATS, help="a published format (default: recognized from the columns)")
+    parser.add_argument("--run", help="column identifying the training run (tells replicate runs apart)")
+
+
+def reader_options(args: Any) -> dict[str, Any]:
+    """The `read_runs` keywords given on the command line (None where not given), as stored in a fit's files."""
+    return {flag: getattr(args, flag, None) for flag in READER_FLAGS}
+
+
+def table_source(paths: Any) -> Any:
+    """What `read_runs` reads from the positional paths: one file or folder, or a pair of files (olmix, regmix)."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if len(paths) > 2:
+        raise UserError(f"give one table (or a pair of files for --format olmix/regmix); got {len(paths)} paths")
+    for path in paths:
+        if not Path(path).exists():
+            raise UserError(f"no such file: {path}")
+    return paths[0] if len(paths) == 1 else tuple(paths)
+
+
+def read_table(args: Any, paths: Any = None, **overrides: Any) -> Any:
+    """Read the runs a subcommand was given (`args.csv`, or `paths`) with its reader flags (`add_reader_flags`),
+    through `camel_jax.data.read_runs`: its notes are printed as `note: ...`, its errors become one-line
+    `UserError`s. `overrides` replace flags (e.g. a saved fit's `reader_options`). Returns a `MixtureData`."""
+    import warnings
+
+    from ..data._read import ReadNote, read_runs
+
+    options = reader_options(args) | overrides
+    source = table_source(args.csv if paths is None else paths)
+    options["checkpoint"] = options.get("checkpoint") or "final"
+    options["normalize"] = bool(options.get("normalize"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReadNote)
+        try:
+            data = read_runs(source, **options)
+        except (ValueError, TypeError) as error:
+            raise UserError(str(error).strip().splitlines()[0]) from None
+    for warning in caught:
+        if issubclass(warning.category, ReadNote):
+            print(f"note: {warning.message}")
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return data

@@ -14,7 +14,16 @@ import numpy as np
 
 from ..laws._camel import CAPACITY_EXPONENT
 from ..laws._registry import LAW_NAMES, LAWS, law_entry
-from ._common import UserError, _best_starts, _check_destination, _read_csv, _write_outputs
+from ._common import (
+    UserError,
+    _best_starts,
+    _check_destination,
+    _read_csv,
+    _write_outputs,
+    add_reader_flags,
+    read_table,
+    reader_options,
+)
 
 # The candidates of `--law auto`, chosen by held-out error at the largest size (camel-data* need a tokens column).
 AUTO_LAWS = ("camel-tied", "camel-free", "sodm-additive", "camel-data-free", "camel-data-tied")
@@ -24,15 +33,14 @@ LAW_CHOICES = (*LAW_NAMES, "auto")
 
 def add_parser(sub: Any) -> None:
     fit = sub.add_parser("fit", help="fit a law to a CSV of runs; write JSON (with intervals), .npz and a figure")
-    fit.add_argument("csv", help="the runs table")
+    fit.add_argument("csv", nargs="+", help="the runs table (a CSV, wide or long; or the pair of files of --format "
+                     "olmix/regmix, or a folder)")  # fmt: skip
     auto = f"auto (default): the lowest held-out error at the largest size among {', '.join(AUTO_LAWS)}"
     fit.add_argument("--law", choices=LAW_CHOICES, default="auto", help=f"the law (camel = camel-tied, camel-data = "
                      f"camel-data-tied, sodm = sodm-additive); {auto}")  # fmt: skip
-    fit.add_argument("--mixture", help="comma-separated mixture columns (default: every column starting with r_)")
-    fit.add_argument("--size", help="model-size column (default: 'size' if present)")
-    fit.add_argument("--tokens", help="tokens column (default: 'tokens' if present and the law uses it)")
-    fit.add_argument("--target", default="loss", help="loss column (default 'loss')")
-    fit.add_argument("--domains", type=int, default=3, help="CAMEL/DML intrinsic domains k (default 3)")
+    add_reader_flags(fit)
+    fit.add_argument("--n-domains", type=int, default=3, help="CAMEL/DML intrinsic domains k (default 3)")
+    fit.add_argument("--domains", type=int, default=None, help=argparse.SUPPRESS)  # renamed: a one-line error
     fit.add_argument("--capacity-exponent", type=float, default=CAPACITY_EXPONENT,
                      help="tied CAMEL: capacity ~ M^c (default 3, the paper's scale index)")
     fit.add_argument("--restarts", type=int, default=32)
@@ -54,7 +62,7 @@ def _law_template(args: argparse.Namespace, table: _Table):
         args.law,
         jax.random.key(args.seed),
         n_datasets=len(table.mixture),
-        n_domains=args.domains,
+        n_domains=args.n_domains,
         capacity_exponent=args.capacity_exponent,
         size_scale=table.scale(table.size),
         tokens_scale=table.scale(table.tokens),
@@ -72,6 +80,8 @@ class _Table:
     size: str | None
     tokens: str | None
     data: Any = None  # the MixtureData, for laws of the mixture
+    weight: Any = None  # [P] or [T, P]: 0 where a target is missing
+    targets: tuple[str, ...] = ()
 
     def scale(self, column: str | None) -> float:
         """The geometric mean of the size or tokens column (a law's reference scale), 1 without the column."""
@@ -85,49 +95,56 @@ class _Table:
         return names.index(column)
 
 
-def _fit_columns(args: argparse.Namespace, df: Any) -> _Table:
-    """Resolve and validate the columns of `camel-jax fit`; every problem is a one-line `UserError`."""
-    from ..fitting._io import MixtureData, positive_columns
+def _fit_columns(args: argparse.Namespace, source: Any) -> _Table:
+    """The inputs of the law `args.law`, from the runs `read_table` read (a `MixtureData`; a DataFrame for a law
+    of size alone); every problem is a one-line `UserError`."""
+    from ..fitting._io import MixtureData
 
     entry = law_entry(args.law)
-    uses_mixture, uses_size = entry.mixture, entry.size
-    mixture = (
-        [c.strip() for c in args.mixture.split(",")]
-        if args.mixture
-        else [c for c in df.columns if str(c).startswith("r_")]
-    )
-    if uses_mixture and not mixture:
-        raise UserError("no mixture columns: name them with --mixture or prefix them with r_")
-    size = args.size or ("size" if "size" in df.columns and uses_size else None)
-    if uses_size and size is None:
+    if not entry.mixture:
+        return _size_columns(args, source, entry)
+    data: MixtureData = source
+    if entry.size and data.size is None:
+        raise UserError(f"the {args.law} law needs a model-size column: --size")
+    tokens = data.tokens if entry.tokens != "never" else None
+    if (entry.tokens == "required" or entry.name.startswith("camel-data")) and tokens is None:
+        raise UserError(f"the {args.law} law needs a tokens column: --tokens")
+    size = data.size
+    if not entry.size:
+        _check_one_size(args, data)
+        size, tokens = None, None
+    data = dataclasses.replace(data, size=size, tokens=tokens if size is not None else None)
+    weight = data.weight
+    return _Table(data.inputs, data.y, list(data.columns), "size" if size is not None else None,
+                  "tokens" if data.tokens is not None else None, data, weight, data.targets)  # fmt: skip
+
+
+def _size_columns(args: argparse.Namespace, df: Any, entry: Any) -> _Table:
+    """A law of size (and tokens) alone, on the table's columns."""
+    from ..fitting._io import positive_columns
+
+    size = args.size or ("size" if "size" in df.columns else None)
+    if size is None:
         raise UserError(f"the {args.law} law needs a model-size column: --size (columns: {list(df.columns)})")
     tokens = args.tokens
     if tokens is None and "tokens" in df.columns and entry.tokens != "never":
         tokens = "tokens"
-    if (entry.tokens == "required" or entry.name.startswith("camel-data")) and tokens is None:
+    if entry.tokens == "required" and tokens is None:
         raise UserError(f"the {args.law} law needs a tokens column: --tokens")
-    if args.target not in df.columns:
-        raise UserError(f"column {args.target!r} not found (--target); available columns: {list(df.columns)}")
-    if not uses_size:
-        _check_one_size(args, df)
-    if not uses_mixture:
-        roles = {"size": size, **({"tokens": tokens} if tokens else {}), "target": args.target}
-        columns = positive_columns(df, roles)
-        inputs = tuple(columns[role] for role in ("size", "tokens") if role in columns)
-        return _Table(inputs, columns["target"], [], size, tokens)
-    data = MixtureData.from_frame(
-        df, mixture=mixture, target=args.target, size=size if uses_size else None, tokens=tokens
-    )
-    return _Table(data.inputs, data.y, mixture, size if uses_size else None, tokens, data)
+    target = args.target or "loss"
+    if target not in df.columns:
+        raise UserError(f"column {target!r} not found (--target); available columns: {list(df.columns)}")
+    roles = {"size": size, **({"tokens": tokens} if tokens else {}), "target": target}
+    columns = positive_columns(df, roles)
+    inputs = tuple(columns[role] for role in ("size", "tokens") if role in columns)
+    return _Table(inputs, columns["target"], [], size, tokens, targets=(target,))
 
 
-def _check_one_size(args: argparse.Namespace, df: Any) -> None:
-    if args.size is not None:
-        raise UserError("the dml law describes one model size and takes no --size: filter the table to one size")
-    if "size" in df.columns and df["size"].nunique() > 1:
+def _check_one_size(args: argparse.Namespace, data: Any) -> None:
+    if data.size is not None and len(np.unique(np.asarray(data.size))) > 1:
         raise UserError(
-            f"the dml law describes one model size, but column 'size' holds {df['size'].nunique()} sizes: "
-            "filter the table to one size, or use a law of size and mixture (--law camel-tied)"
+            f"the dml law describes one model size, but the table holds {len(np.unique(np.asarray(data.size)))} "
+            "sizes: filter the table to one size, or use a law of size and mixture (--law camel-tied)"
         )
 
 
@@ -139,55 +156,63 @@ def run(args: argparse.Namespace) -> None:
     from ..solver._checks import check_several_mixtures
     from ..solver._options import Status
 
+    if getattr(args, "domains", None) is not None:
+        raise UserError("--domains is now --n-domains (CAMEL's count of intrinsic domains k); --domain names the "
+                        "validation-domain column of a long table")  # fmt: skip
     if args.restarts < 1:
         raise UserError(f"--restarts must be >= 1; got {args.restarts}")
     if args.resamples < 0:
         raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
     prefix = Path(args.out)
     _check_destination(prefix, (".json", ".npz", ".png"))
-    df = _read_csv(args.csv)
+    # the table is read (and its columns checked) before a law is chosen
+    source = read_table(args) if args.law == "auto" or law_entry(args.law).mixture else _read_csv(args.csv[0])
     if args.law == "auto":
-        args = _choose_law(args, df)
+        args = _choose_law(args, source)
     args = argparse.Namespace(**(vars(args) | {"law": law_entry(args.law).name}))  # an alias: its registered name
-    table = _fit_columns(args, df)
+    table = _fit_columns(args, source)
     if table.data is not None:
         check_several_mixtures(table.data.r, table.data.weight, f"{args.csv}")
     if not getattr(args, "collinearity_said", False):
         _warn_collinear(table)
     template = _law_template(args, table)
     key = jax.random.key(args.seed)
-    result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts)
-    result = dataclasses.replace(result, names=tuple(table.mixture) or None)
+    result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts, weights=table.weight,
+                 names=tuple(table.mixture) or None, targets=table.targets or None)  # fmt: skip
+    best = np.atleast_1d(np.asarray(result.best_status))
     out = {
         "law": type(result.law).__name__,
         "law_name": args.law,
-        "csv": args.csv,
-        "columns": {"mixture": table.mixture, "size": table.size, "tokens": table.tokens, "target": args.target},
+        "csv": args.csv[0] if len(args.csv) == 1 else list(args.csv),
+        "columns": {"mixture": table.mixture, "size": table.size, "tokens": table.tokens,
+                    "target": list(table.targets)},  # fmt: skip
+        "targets": list(table.targets),
+        "reader": reader_options(args),
         "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
         "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
-        "best_status": Status(int(result.best_status)).label,
+        "best_status": Status(int(best[0])).label if result.n_targets is None else [Status(int(b)).label for b in best],
     }
     try:
         boot = _intervals(args, result, table, key, out)
     except KeyboardInterrupt:  # the fit is done: keep it, without intervals
         print("interrupted during the bootstrap: writing the fit without intervals", file=sys.stderr)
         boot = None
-    fig = _fit_figure(table, result, boot, out["law"], args.target)
+    fig = _fit_figure(table, result, boot, out["law"], ", ".join(table.targets) or "loss")
     _log_limit(result, boot, out)
     _write_outputs(
         {
             Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
-            Path(f"{prefix}.npz"): lambda f: save_to(result, f),
+            Path(f"{prefix}.npz"): lambda f: save_to(result, f, reader=out["reader"]),
             Path(f"{prefix}.png"): lambda f: fig.savefig(f, format="png", dpi=130, bbox_inches="tight"),
         }
     )
-    _print_fit(out, boot)
+    _print_fit(out, boot) if result.n_targets is None else _print_targets(out, boot)
     if args.influence:
         _print_influence(result, table)
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
 
 
-def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
+def _choose_law(args: argparse.Namespace, data: Any) -> argparse.Namespace:
     """`--law auto` (the default): every `AUTO_LAWS` candidate the table can feed, fitted below the largest size
     and scored there (`select_law`); prints the ranking and returns `args` with the winner. With fewer than 4
     sizes (3 to train on, 1 to score) it fits tied CAMEL, as before `auto` existed."""
@@ -196,13 +221,15 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     from ..experiments._select import select_law, simplest_within
     from ..laws._base import n_free_parameters
 
-    size = args.size or "size"
-    if size not in df.columns or df[size].nunique() < 4:  # below 3 training sizes, a held-out score says little
+    n_sizes = 0 if data.size is None else len(np.unique(np.asarray(data.size)))
+    if n_sizes < 4:  # below 3 training sizes, a held-out score says little
         print("--law auto: fewer than 4 model sizes, too few to hold one out: fitting camel-tied")
         return argparse.Namespace(**(vars(args) | {"law": "camel-tied"}))
-    tokens = args.tokens or ("tokens" if "tokens" in df.columns else None)
+    tokens = data.tokens
     names = [name for name in AUTO_LAWS if tokens is not None or LAWS[name].tokens == "never"]
-    base = _fit_columns(argparse.Namespace(**(vars(args) | {"law": "camel-data-tied" if tokens else "camel-tied"})), df)
+    base_law = "camel-data-tied" if tokens is not None else "camel-tied"
+    base = _fit_columns(argparse.Namespace(**(vars(args) | {"law": base_law})), data)
+    base = _one_target(base)
     laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), base) for name in names}
     _warn_collinear(base)
     try:
@@ -232,6 +259,21 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     return argparse.Namespace(**(vars(args) | {"law": winner, "collinearity_said": True}))
 
 
+def _one_target(table: _Table) -> _Table:
+    """`--law auto` scores one target: with several, their mean at the points where every target is measured."""
+    data = table.data
+    if data.n_targets is None:
+        return table
+    complete = np.all(np.asarray(data.weight) > 0, axis=0)
+    if not complete.any():
+        raise UserError("--law auto: no run has every target measured; name the law with --law")
+    print(f"--law auto: chosen on the mean of the {data.n_targets} targets over the {int(complete.sum())} points "
+          "where each is measured")  # fmt: skip
+    mean = np.mean(np.where(complete, np.asarray(data.y), 1.0), axis=0)
+    one = dataclasses.replace(data, y=mean, weight=complete.astype(float), targets=("mean",))
+    return dataclasses.replace(table, y=one.y, data=one, weight=one.weight, targets=("mean",))
+
+
 def _warn_collinear(table: _Table) -> None:
     """Say so when the tokens column is (nearly) a function of the size column."""
     from ..solver._checks import COLLINEAR, log_correlation
@@ -249,19 +291,24 @@ def _warn_collinear(table: _Table) -> None:
 
 
 def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:
-    """Bootstrap intervals (warm-started from the 4 best starts) into `out`; None with --resamples 0."""
+    """Bootstrap intervals (warm-started from the 4 best starts of each target) into `out`; None with
+    --resamples 0."""
+    import jax
 
     from ..fitting._bootstrap import bootstrap
 
     if args.resamples == 0:
         return None
     warm = _best_starts(result)
-    boot = bootstrap(result.law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True)
+    groups = None if table.data is None else table.data.group  # checkpoints of one run: resampled together
+    law = result.law if result.n_targets is None else jax.tree.map(lambda leaf: leaf[0], result.law)  # a template
+    boot = bootstrap(law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True,
+                     weights=table.weight, groups=groups, names=result.names, targets=result.targets)  # fmt: skip
     out["intervals_95"] = {
         k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
     }
     out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
-    out["outside_interval"] = _outside(out["params"], out["intervals_95"])
+    out["outside_interval"] = _outside(out["params"], out["intervals_95"]) if result.n_targets is None else []
     return boot
 
 
@@ -270,6 +317,11 @@ def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: st
     from .. import plot
     from ..fitting._io import MixtureData
 
+    if table.data is not None and table.data.n_targets is not None:  # every target's points, pooled
+        used = np.asarray(table.weight) > 0
+        predicted = np.asarray(result.predict(*table.inputs))
+        return plot.predicted_vs_observed(np.asarray(table.y)[used], predicted[used], label="loss",
+                                          title=f"{law_name} fit, {table.data.n_targets} targets")  # fmt: skip
     if table.data is None or table.size is None:
         return plot.predicted_vs_observed(table.y, result.predict(*table.inputs), title=f"{law_name} fit", label=target)
     data = table.data
@@ -326,6 +378,29 @@ def _print_fit(out: dict[str, Any], boot: Any) -> None:
             "stopped, not what the data determine"
         )
     _print_params(out)
+
+
+def _print_targets(out: dict[str, Any], boot: Any) -> None:
+    """A fit of several targets: one line per target (objective, R^2, MAPE, starts converged, best start), then
+    their mean; the parameters and their intervals are in the JSON."""
+    s = out["summary"]
+    print(f"{out['law_name']} ({out['law']}): {len(out['targets'])} targets fitted in one program")
+    width = max(len(t) for t in out["targets"])
+    for t, name in enumerate(out["targets"]):
+        print(f"  {name:<{width}}  objective {s['objective'][t]:.4g}, R^2 {s['r2'][t]:.5f}, MAPE "
+              f"{s['mape_percent'][t]:.3f}%, {int(s['n_converged'][t])}/{s['n_starts']} starts converged, best start: "
+              f"{out['best_status'][t]}")  # fmt: skip
+    print(f"  {'mean':<{width}}  objective {np.mean(s['objective']):.4g}, R^2 {np.mean(s['r2']):.5f}, MAPE "
+          f"{np.mean(s['mape_percent']):.3f}%, {sum(b in ('converged', 'stalled') for b in out['best_status'])}/"
+          f"{len(out['targets'])} best starts converged")  # fmt: skip
+    if boot is not None:
+        print(f"  bootstrap: {int(np.sum(np.asarray(boot.converged)))}/{np.size(boot.converged)} resample fits "
+              f"converged ({boot.n_resamples} resamples x {len(out['targets'])} targets)")  # fmt: skip
+    bad = [n for n, b in zip(out["targets"], out["best_status"]) if b not in ("converged", "stalled")]
+    if bad:
+        print(f"  warning: the best start of {', '.join(bad)} did not converge; their parameters are where the "
+              "starts stopped, not what the data determine")  # fmt: skip
+    print("  parameters and 95% intervals of each target: in the .json")
 
 
 def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:

@@ -16,10 +16,21 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._warn import user_stacklevel
 from ..laws._base import count, n_free_parameters
-from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_targets
+from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_names, check_targets
 from ..solver._options import FitOptions, Status
-from ._fit import data_template, random_starts, resolve_options, solve_targets, start_bytes, starts_side_by_side
+from ._fit import (
+    batch_axes,
+    check_target_names,
+    data_template,
+    from_data,
+    random_starts,
+    resolve_options,
+    solve_targets,
+    start_bytes,
+    starts_side_by_side,
+)
 from ._identify import paper_params
+from ._io import MixtureData
 from ._resample import resample_weights
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
@@ -32,15 +43,19 @@ class BootstrapResult(eqx.Module):
     **Fields**: `laws` (batched, leading axis B), `objectives` [B], `converged` [B] (the chosen start's),
     `n_failed` [B], `resamples` [B, P] (the resample weights, reusable for other targets or laws so that derived
     quantities stay coherent), `status` [B] (the chosen start's `Status` code; None for a result built from laws
-    alone or read from a file written before it was recorded).
+    alone or read from a file written before it was recorded). A bootstrap of T targets has [B, T] in place of
+    [B] (and laws batched [B, T]): every target refitted on the same resamples. `names`, `targets`: the mixture
+    column and target names of the data (static; None when unknown), as in `FitResult`.
     """
 
     laws: Any
-    objectives: Float[Array, " B"]
+    objectives: Float[Array, " B *T"]
     converged: Array
-    n_failed: Int[Array, " B"]
+    n_failed: Int[Array, " B *T"]
     resamples: Float[Array, "B P"]
-    status: Int[Array, " B"] | None = None
+    status: Int[Array, " B *T"] | None = None
+    names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    targets: tuple[str, ...] | None = eqx.field(static=True, default=None)
 
     @classmethod
     def of_laws(cls, laws: Any) -> BootstrapResult:
@@ -53,6 +68,11 @@ class BootstrapResult(eqx.Module):
     @property
     def n_resamples(self) -> int:
         return int(self.objectives.shape[0])
+
+    @property
+    def n_targets(self) -> int | None:
+        """T for a bootstrap of T targets at once, else None."""
+        return None if self.objectives.ndim == 1 else int(self.objectives.shape[1])
 
     def problems(self) -> list[str]:
         """What makes the resamples' spread unreliable, one sentence each with its cause and fix ([] when every
@@ -91,7 +111,9 @@ class BootstrapResult(eqx.Module):
 
     def params(self, coordinates: Callable[[Any], dict[str, Any]] = paper_params) -> dict[str, Array]:
         """Constrained parameters, each with a leading resample axis [B, ...]; `coordinates`: which (a function of
-        the law, default its `params()`; e.g. `cj.CAMEL.log_limit_params`)."""
+        the law, default its `params()`; e.g. `cj.CAMEL.log_limit_params`); [B, T, ...] for T targets."""
+        if self.n_targets is not None:
+            return jax.vmap(jax.vmap(coordinates))(self.laws)
         return jax.vmap(coordinates)(self.laws)
 
     def interval(
@@ -104,13 +126,16 @@ class BootstrapResult(eqx.Module):
         ok = np.isfinite(np.asarray(self.objectives))
         out = {}
         for name, v in self.params(coordinates).items():
-            low, high = np.percentile(np.asarray(v)[ok], q, axis=0)
+            values = np.asarray(v, dtype=float)
+            kept = np.where(ok.reshape(ok.shape + (1,) * (values.ndim - ok.ndim)), values, np.nan)
+            low, high = np.nanpercentile(kept, q, axis=0)
             out[name] = (low, high)
         return out
 
-    def predict(self, *inputs: ArrayLike) -> Float[Array, "B P"]:
+    def predict(self, *inputs: ArrayLike) -> Float[Array, "B *T P"]:
         arrays = tuple(jnp.asarray(x) for x in inputs)
-        return jax.vmap(lambda law: law(*arrays))(self.laws)
+        one = lambda law: law(*arrays)  # noqa: E731
+        return jax.vmap(jax.vmap(one) if self.n_targets is not None else one)(self.laws)
 
     def prediction_interval(
         self, *inputs: ArrayLike, level: float = 0.95, calibration: Calibration | None = None
@@ -120,7 +145,8 @@ class BootstrapResult(eqx.Module):
         largest trained size (`Calibration.widen`; unchanged inside the data)."""
         _check_level(level)
         pred = np.asarray(self.predict(*inputs))
-        pred = pred[np.isfinite(np.asarray(self.objectives))]
+        finite = np.isfinite(np.asarray(self.objectives))
+        pred = pred[finite if finite.ndim == 1 else finite.all(axis=1)]
         if calibration is not None:
             return calibration.widen(pred, inputs[calibration.size_index], level)
         low, high = np.percentile(pred, 100 * np.array([(1 - level) / 2, (1 + level) / 2]), axis=0)
@@ -134,8 +160,8 @@ def _check_level(level: float) -> None:
 
 def bootstrap(
     law: Any,
-    inputs: Sequence[ArrayLike],
-    y: ArrayLike,
+    inputs: Any,
+    y: ArrayLike | None = None,
     *,
     key: Array,
     n_resamples: int = 1000,
@@ -149,6 +175,8 @@ def bootstrap(
     devices: Sequence[jax.Device] | None = None,
     progress: bool = True,
     options: FitOptions | None = None,
+    names: Sequence[str] | None = None,
+    targets: Sequence[str] | None = None,
 ) -> BootstrapResult:
     """Refit `law` on `n_resamples` bootstrap resamples of the points (or of `groups`, within `strata`).
 
@@ -160,7 +188,10 @@ def bootstrap(
     to ~1e-14 and, the objective being flat to second order at an optimum, parameters to ~sqrt(machine epsilon).
 
     **Arguments**:
-    - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]), as for `fit`.
+    - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]: every target refitted on the
+      same resamples, in one program), as for `fit`. `inputs` may be a `MixtureData`: it then also gives `y`,
+      `weights`, the names and, unless `groups` is passed, its `group` (so that the checkpoints of one run are
+      resampled together, as `read_runs(..., checkpoint="all")` sets up).
     - `key`: draws the resamples and the random starts.
     - `n_resamples`: B, the number of resamples (ignored when `resamples` is given).
     - `restarts`: random starts per resample when no `inits` are given.
@@ -169,10 +200,11 @@ def bootstrap(
     - `groups`, `strata`: resample whole groups (e.g. one code per run), within strata (e.g. the model size); see
       `resample_weights`.
     - `resamples`: explicit resample weights [B, P] (e.g. `other_result.resamples`), overriding the draw.
-    - `weights`: per-point weights [P] multiplied into every resample (e.g. `data.weight`).
+    - `weights`: per-point weights [P] (or [T, P] for T targets) multiplied into every resample (e.g. `data.weight`).
     - `chunk_size`: resamples per compiled call (default: from the memory budget); `devices`: to shard over
       (default: all local devices); `progress`: show a progress bar over the chunks.
     - `options`: a `FitOptions`, as for `fit`.
+    - `names`, `targets`: the mixture column and target names, kept in the result (default: from a `MixtureData`).
 
     **Returns**: a `BootstrapResult` with every resample's best law, objective and status, and the resample
     weights it used.
@@ -180,20 +212,28 @@ def bootstrap(
     options = resolve_options(options, law)
     check_key(key)
     count(restarts, "restarts")
+    if groups is None and isinstance(inputs, MixtureData):
+        groups = inputs.group
+    inputs, y, weights, names, targets = from_data(inputs, y, weights, names, targets)
     arrays = check_inputs(inputs)
     check_law_inputs(law, arrays)
+    names = check_names(names, arrays)
     if inits is not None:
         check_inits(law, inits)
-    y_arr = _one_target(y, arrays[0].shape[0], options)
+    y_arr, target_weights = _targets(y, weights, arrays[0].shape[0], options)
+    targets = check_target_names(targets, y_arr.shape)
     key_draw, key_starts = jax.random.split(key)
-    W = _resample_matrix(key_draw, y_arr, n_resamples, groups, strata, resamples, weights)
-    check_targets(jnp.broadcast_to(y_arr, W.shape), W, y_arr.shape[0], options.log_residuals)
-    n_starts = restarts if inits is None else jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[0]
-    plan = _Plan.make(law, W, n_starts, chunk_size, devices)
+    W = _resample_matrix(key_draw, y_arr[0], n_resamples, groups, strata, resamples, None)
+    T, P = y_arr.shape
+    full = (W[:, None, :] * target_weights[None]).reshape(-1, P)
+    check_targets(jnp.broadcast_to(y_arr[None], (W.shape[0], T, P)).reshape(-1, P), full, P, options.log_residuals)
+    n_starts = restarts if inits is None else _n_starts(law, inits)
+    plan = _Plan.make(law, W, n_starts * T, chunk_size, devices)
     starts = _Starts(law if inits is not None else data_template(law, arrays, y_arr), inits, restarts)
     pieces: list[Any] = []
+    chunk_args = (arrays, y_arr, target_weights, options)
     try:
-        _run_chunks(pieces, plan, W, jax.random.split(key_starts, W.shape[0]), starts, arrays, y_arr, options, progress)
+        _run_chunks(pieces, plan, W, jax.random.split(key_starts, W.shape[0]), starts, chunk_args, progress)
     except KeyboardInterrupt:
         if not pieces:
             raise
@@ -202,17 +242,23 @@ def bootstrap(
                       stacklevel=user_stacklevel())  # fmt: skip
         W = W[:done]
     merged = jax.tree.map(lambda *leaves: jnp.asarray(np.concatenate(leaves)[: W.shape[0]]), *pieces)
-    return BootstrapResult(merged.law, merged.objective, merged.converged, merged.n_failed, W, merged.status)
+    if np.ndim(y) == 1:  # one target: drop the target axis of the chunks
+        merged = jax.tree.map(lambda leaf: leaf[:, 0], merged)
+    if weights is not None and np.ndim(weights) == 1:
+        W = W * jnp.asarray(weights, W.dtype)[None, :]
+    return BootstrapResult(merged.law, merged.objective, merged.converged, merged.n_failed, W, merged.status,
+                           names=names, targets=targets)  # fmt: skip
 
 
-def _one_target(y: ArrayLike, n_points: int, options: FitOptions) -> Array:
-    y_arr, _ = check_targets(y, None, n_points, options.log_residuals)
-    if y_arr.ndim != 1:
-        raise ValueError(
-            f"`y` must have shape (P,) for a bootstrap; got {y_arr.shape} "
-            "(bootstrap each target with the same `resamples`)"
-        )
-    return y_arr
+def _targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, options: FitOptions) -> tuple[Array, Array]:
+    """The targets as [T, P] (T = 1 for `y` [P]) and their weights [T, P] (the per-point `weights`, broadcast)."""
+    y_arr, w = check_targets(y, weights, n_points, options.log_residuals)
+    return jnp.atleast_2d(y_arr), jnp.atleast_2d(w)
+
+
+def _n_starts(law: Any, inits: Any) -> int:
+    """The starts per target of `inits`: [R, ...] shared, or [T, R, ...] one set per target."""
+    return int(jax.tree.leaves(eqx.filter(inits, eqx.is_array))[0].shape[batch_axes(law, inits) - 1])
 
 
 def _resample_matrix(key, y, n_resamples, groups, strata, resamples, weights) -> Array:
@@ -289,31 +335,45 @@ class _Best(eqx.Module):
     status: Array
 
 
-def _run_chunks(pieces, plan, W, keys, starts, arrays, y, options, progress) -> None:
+def _run_chunks(pieces, plan, W, keys, starts, chunk_args, progress) -> None:
     """Fit the resamples chunk by chunk, appending each finished chunk to `pieces` (kept if interrupted)."""
     B = W.shape[0]
+    arrays, y, target_weights, options = chunk_args
     for c in range(plan.n_chunks):
-        out = _bootstrap_chunk(starts, plan.piece(keys, c), arrays, y, plan.piece(W, c), options)
+        out = _bootstrap_chunk(starts, plan.piece(keys, c), arrays, y, target_weights, plan.piece(W, c), options)
         pieces.append(jax.device_get(out))
         if progress:
             _progress(c + 1, plan.n_chunks, min((c + 1) * plan.chunk, B), B)
 
 
 @eqx.filter_jit
-def _bootstrap_chunk(starts, keys, inputs, y, W, options) -> _Best:
-    """One chunk of resamples: each row of W is a fit from its own starts, its best start kept. The starts of all
-    the chunk's resamples are lanes of one solve (`solve_targets` with a target per resample), so that the lanes
-    that finish are set aside together and the chunk's time follows its typical lane, not its slowest."""
-    per_resample = jax.vmap(starts)(keys)
-    Y = jnp.broadcast_to(y, W.shape)
-    lanes = solve_targets(per_resample, inputs, Y, W, options, per_target=True)
-    return _Best(
+def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options) -> _Best:
+    """One chunk of resamples of T targets (y [T, P]): each (resample, target) is a fit from its own starts, its
+    best start kept. The starts of all of them are lanes of one solve (`solve_targets` with a lane set per
+    resample and target), so that the lanes that finish are set aside together and the chunk's time follows its
+    typical lane, not its slowest. The results have leading axes [chunk, T]."""
+    C, (T, P) = W.shape[0], y.shape
+    per_resample = jax.vmap(starts)(keys)  # [C, R, ...] shared by the targets, or [C, T, R, ...] per target
+    axes = batch_axes(starts.template, per_resample)
+
+    def spread(leaf):
+        if axes == 2:
+            leaf = jnp.broadcast_to(leaf[:, None], (C, T) + leaf.shape[1:])
+        return leaf.reshape((C * T,) + leaf.shape[2:])
+
+    params, static = eqx.partition(per_resample, eqx.is_array)
+    lanes_starts = eqx.combine(jax.tree.map(spread, params), static)
+    Y = jnp.broadcast_to(y[None], (C, T, P)).reshape(C * T, P)
+    Wt = (W[:, None, :] * target_weights[None]).reshape(C * T, P)
+    lanes = solve_targets(lanes_starts, inputs, Y, Wt, options, per_target=True)
+    best = _Best(
         lanes.law,
         lanes.take_best(lanes.objectives),
         lanes.take_best(lanes.converged),
         jnp.sum(~lanes.finite, axis=-1),
         lanes.take_best(lanes.status),
     )
+    return jax.tree.map(lambda leaf: leaf.reshape((C, T) + leaf.shape[1:]), best)
 
 
 # Working memory a bootstrap chunk may take when `chunk_size=None` (the process's own, about 250 MB, comes on top).

@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
@@ -61,7 +60,8 @@ from jaxtyping import Array, ArrayLike
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import DESIGN_WARNINGS
 from ..solver._options import FitOptions
-from ._fit import fit, resolve_options
+from ._fit import fit, from_data, resolve_options
+from ._io import MixtureData
 from ._resample import resample_weights
 
 
@@ -147,8 +147,8 @@ def t_quantile(p: float, dof: int) -> float:
 
 def calibrate(
     law: Any,
-    inputs: Sequence[ArrayLike],
-    y: ArrayLike,
+    inputs: Any,
+    y: ArrayLike | None = None,
     *,
     key: Array,
     n_resamples: int = 32,
@@ -167,7 +167,8 @@ def calibrate(
 
     **Arguments**:
     - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]: one calibration per target),
-      as for `fit`.
+      as for `fit`. `inputs` may be a `MixtureData`: it then also gives `y`, `weights` and, unless `groups` is
+      passed, its `group` (the checkpoints of one run resampled together).
     - `key`: draws the resamples and the starts.
     - `n_resamples`: per fold (the folds only need the bootstrap's spread at the held-out points, not its tails:
       32 measured as well as 100 in the zoo).
@@ -193,8 +194,8 @@ def calibrate(
 
 def calibrate_folds(
     law: Any,
-    inputs: Sequence[ArrayLike],
-    y: ArrayLike,
+    inputs: Any,
+    y: ArrayLike | None = None,
     *,
     key: Array,
     n_resamples: int = 32,
@@ -210,6 +211,9 @@ def calibrate_folds(
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
     calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
     options = resolve_options(options, law)
+    if groups is None and isinstance(inputs, MixtureData):
+        groups = inputs.group
+    inputs, y, weights, _, _ = from_data(inputs, y, weights, None, None)
     if pool is not None and not isinstance(pool, bool):
         raise TypeError(f"`pool` must be True, False or None; got {pool!r}")
     count(n_resamples, "n_resamples", least=2)

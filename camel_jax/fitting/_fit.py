@@ -120,6 +120,7 @@ class FitResult(eqx.Module):
     - `n_failed`: starts that ended non-finite (never chosen as best).
     - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
     - `names`: the mixture columns of `inputs[0]`, in order (None when unknown); tables are matched by them.
+    - `targets`: the names of the targets (the validation losses), in the order of `y`'s rows (None when unknown).
     """
 
     law: Any
@@ -136,6 +137,7 @@ class FitResult(eqx.Module):
     weights: Array
     log_residuals: bool = eqx.field(static=True, default=True)
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)  # the mixture columns, when known
+    targets: tuple[str, ...] | None = eqx.field(static=True, default=None)  # the target names, when known
 
     @property
     def n_targets(self) -> int | None:
@@ -497,6 +499,7 @@ def fit_arrays(
     inits: Any = None,
     options: FitOptions = FitOptions(),
     names: Sequence[str] | None = None,
+    targets: Sequence[str] | None = None,
 ) -> FitResult:
     """The traceable core of `fit`: the same fit, jit-compiled, usable inside the caller's `jax.jit` and
     `jax.vmap` (e.g. vmapped over datasets of one shape).
@@ -522,18 +525,74 @@ def fit_arrays(
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
     - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1.
     - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead.
-    - `options`: a `FitOptions` (not None); `names`: the mixture columns of `inputs[0]`, kept in the result.
+    - `options`: a `FitOptions` (not None); `names`: the mixture columns of `inputs[0]`, kept in the result;
+      `targets`: the names of the targets, kept in the result. `inputs` may be a `MixtureData` (see `fit`).
 
     **Returns**: a `FitResult`.
     """
     options = resolve_options(options, law)
     if not isinstance(key, jax.core.Tracer):
         check_key(key)
+    inputs, y, weights, names, targets = from_data(inputs, y, weights, names, targets)
     names = check_names(names, inputs)
+    targets = check_target_names(targets, np.shape(y))
     if inits is None:
         law = data_template(law, inputs, y)
     result = _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options)
-    return dataclasses.replace(result, names=names) if names is not None else result
+    return dataclasses.replace(result, names=names, targets=targets)
+
+
+def from_data(inputs: Any, y: Any, weights: Any, names: Any, targets: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """`(inputs, y, weights, names, targets)` of a fit: a `MixtureData` passed as `inputs` gives its arrays and names
+    (the arguments given win); anything else is returned as given (`y` then required)."""
+    from ..solver._checks import named_columns
+    from ._io import MixtureData
+
+    if isinstance(inputs, MixtureData):
+        data = inputs
+        for given, own, what in ((names, named_columns(data.columns), "datasets"), (targets, data.targets, "targets")):
+            if given is not None and own and tuple(given) != tuple(own):
+                raise ValueError(f"the data's {what} {list(own)} differ from the {what} named {list(given)}: match "
+                                 "the table to the fit by name (the same columns, in the fit's order)")  # fmt: skip
+        y = data.y if y is None else y
+        weights = data.weight if weights is None else weights
+        names = named_columns(data.columns) if names is None else names
+        targets = (data.targets or None) if targets is None else targets
+        inputs = data.inputs
+    elif y is None:
+        raise TypeError("`y` (the targets) is required unless `inputs` is a MixtureData (e.g. from cj.read_runs)")
+    return inputs, y, weights, names, targets
+
+
+def check_target_names(targets: Any, shape: tuple[int, ...]) -> tuple[str, ...] | None:
+    """`targets=` of a fit: one distinct, non-empty name per target (per row of `y` [T, P]; one for `y` [P])."""
+    if targets is None:
+        return None
+    if isinstance(targets, str):
+        targets = [targets]
+    if not isinstance(targets, Sequence):
+        raise TypeError(f"`targets` must be a sequence of target names (e.g. ['c4_loss']); got {targets!r}")
+    n = shape[0] if len(shape) == 2 else 1
+    if len(targets) != n or not all(isinstance(x, str) and x for x in targets) or len(set(targets)) != n:
+        raise ValueError(f"`targets` needs {n} distinct non-empty names, one per target of `y` {shape}; "
+                         f"got {list(targets)!r}")  # fmt: skip
+    return tuple(targets)
+
+
+def check_used_datasets(law: Any, arrays: tuple[Array, ...], names: tuple[str, ...] | None) -> None:
+    """A dataset no run trained on (a mixture column that is zero in every row) has no measurable effect, and a
+    law extrapolates it freely (an optimal mixture would then give it any weight): refused, naming it."""
+    n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
+    if n is None or np.ndim(arrays[0]) != 2:
+        return
+    unused = np.flatnonzero(~np.any(np.asarray(arrays[0]) > 0, axis=0))
+    if unused.size:
+        j = int(unused[0])
+        which = f"dataset {names[j]!r}" if names is not None else f"dataset {j} (column {j} of inputs[0])"
+        raise ValueError(
+            f"{which} is zero in every run: a dataset no run trained on has no measurable effect, and the law would "
+            "extrapolate it freely; drop it, or pass keep_unused=True to fit it anyway"
+        )
 
 
 @eqx.filter_jit
@@ -636,8 +695,8 @@ def _check_starts(law: Any, inits: Any, Y: Array) -> None:
 
 def fit(
     law: Any,
-    inputs: Sequence[ArrayLike],
-    y: ArrayLike,
+    inputs: Any,
+    y: ArrayLike | None = None,
     *,
     key: Array,
     restarts: int = 64,
@@ -646,12 +705,15 @@ def fit(
     options: FitOptions | None = None,
     throw: bool = False,
     names: Sequence[str] | None = None,
+    targets: Sequence[str] | None = None,
+    keep_unused: bool = False,
 ) -> FitResult:
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
 
     **Arguments**:
     - `law`: any law (a structural template: its parameter values are not used unless it is passed as `inits`).
-    - `inputs`: the tuple passed as `law(*inputs)`, e.g. `data.inputs`.
+    - `inputs`: the tuple passed as `law(*inputs)`, e.g. `data.inputs`; or a `MixtureData` (e.g. from
+      `cj.read_runs`), which also gives `y`, `weights`, `names` and `targets` unless they are passed.
     - `y`: targets [P], or [T, P] to fit T targets at once (every result field then has a leading T axis).
     - `key`: a `jax.random` key; the same key gives the same result.
     - `restarts`: number of random starts from `type(law).sample_init(key, **law.structure())`.
@@ -664,6 +726,10 @@ def fit(
     - `throw`: raise `RuntimeError` when every start ended non-finite (otherwise reported in `n_failed`).
     - `names`: the mixture columns of `inputs[0]`, in order (e.g. `data.mixture_columns`); kept in the result
       (`FitResult.names`) and its saved file, so that tables are later matched by name. Default None.
+    - `targets`: the names of the targets, one per row of `y` [T, P] (or one for `y` [P]); kept in the result
+      (`FitResult.targets`) and its saved file. Default None.
+    - `keep_unused`: fit a mixture law even when a dataset is zero in every run (by default refused, naming it:
+      no run measures its effect, and the law would extrapolate it freely).
 
     **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program
     (`fit_arrays`' solver; `fit` adds checks that name the offending row, and design warnings).
@@ -671,10 +737,14 @@ def fit(
     options = resolve_options(options, law)
     check_key(key)
     count(restarts, "restarts")
+    inputs, y, weights, names, targets = from_data(inputs, y, weights, names, targets)
     arrays = check_inputs(inputs)
     check_law_inputs(law, arrays)
     names = check_names(names, arrays)
+    if not keep_unused:
+        check_used_datasets(law, arrays, names)
     Y, W = check_targets(y, weights, arrays[0].shape[0], options.log_residuals)
+    targets = check_target_names(targets, Y.shape)
     if inits is not None:
         _check_starts(law, inits, Y)
     else:
@@ -687,7 +757,7 @@ def fit(
     if inits is None:
         inits = starts_compiled(law, key, restarts)
     result = fit_compiled(law, arrays, Y, W, inits, options)
-    result = dataclasses.replace(result, names=names) if names is not None else result
+    result = dataclasses.replace(result, names=names, targets=targets)
     problems = result.problems()
     best, unconverged = result._unconverged()
     for problem in problems:

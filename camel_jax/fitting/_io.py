@@ -25,20 +25,22 @@ MIXTURE_SUM_TOLERANCE = 1e-2
 class MixtureData(eqx.Module):
     """Training runs for a mixture law: mixtures, sizes, tokens, targets and weights as arrays.
 
-    **Fields**: `r` [P, n] rows on the simplex; `size` [P] or None; `tokens` [P] or None; `y` [P];
-    `weight` [P] >= 0; `group` [P] integer codes (training run or mixture) or None; `columns`, the mixture
-    column names (static).
+    **Fields**: `r` [P, n] rows on the simplex; `size` [P] or None; `tokens` [P] or None; `y` [P], or [T, P]
+    for T targets (several validation losses; the shape `fit` takes); `weight` >= 0, the shape of `y` (0 where a
+    target is missing: its value is then NaN); `group` [P] integer codes (training run or mixture) or None;
+    `columns`, the mixture column names (static); `targets`, the target names (static; () when unnamed).
 
     `inputs` is the tuple a mixture law takes: `(r, size, tokens)`, `(r, size)` or `(r,)`.
     """
 
     r: Float[Array, "P n"]
-    y: Float[Array, " P"]
-    weight: Float[Array, " P"]
+    y: Float[Array, "*T P"]
+    weight: Float[Array, "*T P"]
     size: Float[Array, " P"] | None = None
     tokens: Float[Array, " P"] | None = None
     group: Int[Array, " P"] | None = None
     columns: tuple[str, ...] = eqx.field(static=True, default=())
+    targets: tuple[str, ...] = eqx.field(static=True, default=())
 
     def __init__(
         self,
@@ -49,15 +51,23 @@ class MixtureData(eqx.Module):
         tokens: ArrayLike | None = None,
         group: ArrayLike | None = None,
         columns: Sequence[str] = (),
+        targets: Sequence[str] = (),
         *,
         positive_target: bool = True,
     ):
-        """Build from arrays, with the same checks as `from_frame` (rows are named by position)."""
+        """Build from arrays, with the same checks as `from_frame` (rows are named by position). `y` [T, P] with
+        `weight` [T, P] holds T targets; a target may be NaN where its weight is 0."""
         r = _float_argument(r, "r")
         if r.ndim != 2 or len(r) == 0:
             raise ValueError(f"`r` must have shape (P, n_datasets) with P >= 1; got {r.shape}")
         columns = tuple(columns) or tuple(f"r{j}" for j in range(r.shape[1]))
         _finite_columns(r, columns)
+        if np.ndim(y) == 2:
+            self._several_targets(r, y, weight, size, tokens, group, columns, targets, positive_target)
+            return
+        targets = tuple(map(str, targets))
+        if len(targets) > 1:
+            raise ValueError(f"`targets` names {len(targets)} targets for `y` of shape {np.shape(y)}")
         given = {"y": y, "size": size, "tokens": tokens, "weight": weight}
         values = {role: _row_argument(v, role, len(r)) for role, v in given.items() if v is not None}
         if group is not None:
@@ -67,6 +77,37 @@ class MixtureData(eqx.Module):
         self.r, self.y, self.weight = parsed["r"], parsed["y"], parsed["weight"]
         self.size, self.tokens, self.group = parsed["size"], parsed["tokens"], parsed["group"]
         self.columns = columns
+        self.targets = targets
+
+    def _several_targets(self, r, y, weight, size, tokens, group, columns, targets, positive_target) -> None:
+        """`y` [T, P]: each target checked where its weight is > 0 (NaN allowed where it is 0)."""
+        Y = _float_argument(y, "y")
+        T, P = Y.shape
+        if P != len(r):
+            raise ValueError(f"`y` must have shape (T, {len(r)}), one column per row of `r`; got {Y.shape}")
+        W = np.ones_like(Y) if weight is None else _float_argument(weight, "weight")
+        if W.shape != Y.shape:
+            raise ValueError(f"`weight` must have the shape of `y` {Y.shape}; got {W.shape}")
+        targets = tuple(map(str, targets)) or tuple(f"y{t}" for t in range(T))
+        if len(targets) != T or len(set(targets)) != T:
+            raise ValueError(f"`targets` must name each of the {T} targets once; got {list(targets)}")
+        rows = range(P)
+        for t, name in enumerate(targets):
+            what = f"`weight` of target {name!r}"
+            _weights(_finite(W[t], what, rows), _Rows([], {"weight": what}, rows))
+            used = W[t] > 0
+            _finite(np.where(used, Y[t], 1.0), f"target {name!r}", rows)
+            if positive_target:
+                _positive(np.where(used, Y[t], 1.0), "y", _Rows([], {"y": f"target {name!r}"}, rows))
+        given = {"y": np.ones(P), "size": size, "tokens": tokens}
+        values = {role: _row_argument(v, role, P) for role, v in given.items() if v is not None}
+        if group is not None:
+            values["group"] = _row_shape(np.asarray(group), "group", P)
+        names = {role: f"`{role}`" for role in values}
+        parsed = _check_mixture(r, values, _Rows(list(columns), names, rows), positive_target)
+        self.r, self.y, self.weight = parsed["r"], jnp.asarray(np.where(W > 0, Y, np.nan)), jnp.asarray(W)
+        self.size, self.tokens, self.group = parsed["size"], parsed["tokens"], parsed["group"]
+        self.columns, self.targets = columns, targets
 
     @classmethod
     def from_frame(
@@ -115,7 +156,12 @@ class MixtureData(eqx.Module):
 
     @property
     def n_points(self) -> int:
-        return int(self.y.shape[0])
+        return int(self.y.shape[-1])
+
+    @property
+    def n_targets(self) -> int | None:
+        """T when `y` is [T, P] (several targets), else None."""
+        return None if self.y.ndim == 1 else int(self.y.shape[0])
 
     @property
     def n_datasets(self) -> int:

@@ -171,7 +171,7 @@ def _data_hash(arrays: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None) -> Path:
+def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None, reader: dict[str, Any] | None = None) -> Path:
     """Save a FitResult, BootstrapResult, Pipeline or PipelineFit to `path` (a `.npz` file; the suffix is added
     if missing).
 
@@ -185,6 +185,8 @@ def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None) -> Path:
     - `path`: the file to write (`.npz` is appended when missing).
     - `laws`: law classes camel-jax does not ship that `obj` holds (a sequence of classes, or {name: class});
       pass the same to `load`.
+    - `reader`: how the runs were read (the `read_runs` keywords), kept in the file so that new rows are later
+      read the same way (`saved_reader`); None: not recorded.
 
     **Returns**: the `Path` written.
     """
@@ -192,14 +194,16 @@ def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None) -> Path:
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, lambda f: save_to(obj, f, laws=laws))
+    _write_atomic(path, lambda f: save_to(obj, f, laws=laws, reader=reader))
     return path
 
 
-def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
+def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None, reader: dict[str, Any] | None = None) -> None:
     """Write what `save` writes to an open binary file."""
     known = known_laws(laws)
     meta: dict[str, Any] = {"format_version": FORMAT_VERSION, "camel_jax_version": __version__}
+    if reader is not None:
+        meta["reader"] = {str(k): _jsonable(v) for k, v in reader.items()}
     if isinstance(obj, FitResult):
         meta |= {"kind": "FitResult", **_fit_meta(obj, known)}
         meta["data_hash"] = _fit_hash(obj)
@@ -209,6 +213,8 @@ def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
             "law": _law_descriptor(obj.laws, known),
             "has_status": obj.status is not None,
             "data_hash": _data_hash([np.asarray(obj.resamples)]),
+            "names": None if obj.names is None else list(obj.names),
+            "targets": None if obj.targets is None else list(obj.targets),
         }
     elif isinstance(obj, Pipeline):
         meta |= {"kind": "Pipeline", **_pipeline_meta(obj, known), "data_hash": None}
@@ -233,8 +239,9 @@ def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None) -> None:
 
 def _fit_meta(fit: FitResult, known: dict[str, type]) -> dict[str, Any]:
     names = None if fit.names is None else [str(name) for name in fit.names]
+    targets = None if fit.targets is None else [str(name) for name in fit.targets]
     return {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals,
-            "names": names}  # fmt: skip
+            "names": names, "targets": targets}  # fmt: skip
 
 
 def _fit_hash(fit: FitResult) -> str:
@@ -366,7 +373,8 @@ def _skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple
         zero = jnp.zeros(())
         status = zero if meta.get("has_status") is True else None  # files written before `status`: None
         skeleton = BootstrapResult(laws=law, objectives=zero, converged=zero, n_failed=zero, resamples=zero,
-                                   status=status)  # fmt: skip
+                                   status=status, names=_names(meta.get("names"), f"{path}: names"),
+                                   targets=_names(meta.get("targets"), f"{path}: targets"))  # fmt: skip
         return skeleton, [("laws", lambda o: o.laws)]
     if kind == "Pipeline":
         pipeline = _pipeline_skeleton(meta, f"{path}", known)
@@ -401,6 +409,7 @@ def _fit_skeleton(meta: Any, where: str, known: dict[str, type]) -> FitResult:
         weights=zero,
         log_residuals=meta["log_residuals"],
         names=_names(meta.get("names"), where),
+        targets=_names(meta.get("targets"), f"{where}: targets"),  # absent (None) in files written before it
     )
 
 
@@ -578,6 +587,9 @@ def _check_fit_data(fitted: FitResult, where: str) -> None:
         raise ValueError(f"{where}: the fitted data are invalid: {error}") from None
     if fitted.names is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != len(fitted.names)):
         raise ValueError(f"{where}: names {list(fitted.names)} do not match inputs[0] of shape {arrays[0].shape}")
+    n_targets = 1 if np.ndim(fitted.y) == 1 else np.shape(fitted.y)[0]
+    if fitted.targets is not None and len(fitted.targets) != n_targets:
+        raise ValueError(f"{where}: targets {list(fitted.targets)} do not match y of shape {np.shape(fitted.y)}")
 
 
 def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
@@ -613,6 +625,14 @@ def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
             if field.name == "spread" and not value > 0:
                 raise ValueError(f"{path}: decision_calibration spread must be > 0")
     return dataclasses.replace(obj, score_noise=float(noise))
+
+
+def saved_reader(path: str | Path) -> dict[str, Any] | None:
+    """How the runs behind a saved file were read (the `read_runs` keywords `save(..., reader=)` recorded, e.g. by
+    `camel-jax fit`), or None when the file does not say."""
+    meta, _ = _read(Path(path))
+    reader = meta.get("reader")
+    return dict(reader) if isinstance(reader, dict) else None
 
 
 def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
