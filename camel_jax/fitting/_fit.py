@@ -243,7 +243,7 @@ class FitResult(eqx.Module):
         fit of several targets the names carry the target (`loss_1: C`)."""
         if self.n_targets is None:
             return degenerate_parameters(self.law, self.inputs, self.y, self.weights)
-        out = {}
+        out: dict[str, str] = {}
         for t in range(self.n_targets):
             law = jax.tree.map(lambda leaf: leaf[t], self.law)
             found = degenerate_parameters(law, self.inputs, self.y[t], self.weights[t])

@@ -109,7 +109,7 @@ class LogLinear(AbstractLaw):
         given and a tokens term when `beta` is."""
         ndims = {"A": 0, "b": 1, "eps": 0} | ({"alpha": 0} if alpha is not None else {})
         ndims |= {"beta": 0} if beta is not None else {}
-        values = {"A": A, "b": b, "eps": eps, "alpha": alpha, "beta": beta}
+        values: dict[str, Any] = {"A": A, "b": b, "eps": eps, "alpha": alpha, "beta": beta}
         p = as_leaves(ndims, {name: values[name] for name in ndims})
         if p["b"].shape[-1] < 2:
             raise ValueError(f"`b` must have one entry per dataset (at least 2); got shape {p['b'].shape}")
