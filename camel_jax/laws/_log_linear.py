@@ -28,13 +28,14 @@ class LogLinear(AbstractLaw):
     that is L = A prod_j (r_j + eps)^b_j / (M^alpha D^beta), with `A` > 0, `b` [n] real, `eps` in (1e-6, 1) and
     `alpha`, `beta` real (present when the law has a size, a tokens input). The field's standard baseline: a
     least-squares model of the loss on the log shares (olmix's default regressor) is this law with eps fixed and
-    one size. The offset eps (below about eps a share's effect saturates) is fitted, one for every share: a share
-    of exactly 0 is a regular point. (An offset per share fitted 0.5 points of Spearman better on RegMix's split,
+    one size. The offset eps (below about eps a share's effect saturates) is fitted, one shared by every share:
+    a share of exactly 0 is a regular point. (An offset per share fitted 0.5 points of Spearman better on RegMix's split,
     but a share without effect, b_j = 0, leaves its offset free and its starts crawl to the bounds.)
 
     Fitted under log residuals the objective is a linear least-squares problem in (c, b, alpha, beta) for every
-    eps (exactly so where the Huber loss is quadratic): the fit is quick and its optimum unique. It has no irreducible loss: its size term is a pure power law, and
-    extrapolation to larger sizes is the weak point of this form (a baseline for mixtures, not for sizes).
+    eps (exactly so where the Huber loss is quadratic): the fit is quick and its optimum unique. It has no
+    irreducible loss: its size term is a pure power law, and extrapolation to larger sizes is the weak point of
+    this form (a baseline for mixtures, not for sizes).
 
     `loss_scale`, `size_scale` and `tokens_scale` are static units that `fit` sets from the data (powers of ten
     near the geometric means); `params()` reports `A` in the user's units of loss, size and tokens.
