@@ -29,8 +29,8 @@ class LogLinear(AbstractLaw):
     `alpha`, `beta` real (present when the law has a size, a tokens input). The field's standard baseline: a
     least-squares model of the loss on the log shares (olmix's default regressor) is this law with eps fixed and
     one size. The offset eps (below about eps a share's effect saturates) is fitted, one shared by every share:
-    a share of exactly 0 is a regular point. (An offset per share fitted 0.5 points of Spearman better on RegMix's split,
-    but a share without effect, b_j = 0, leaves its offset free and its starts crawl to the bounds.)
+    a share of exactly 0 is a regular point. (An offset per share ranked 0.5 points of Spearman better on RegMix's
+    split, but a share without effect, b_j = 0, leaves its offset free and its starts crawl to the bounds.)
 
     Fitted under log residuals the objective is a linear least-squares problem in (c, b, alpha, beta) for every
     eps (exactly so where the Huber loss is quadratic): the fit is quick and its optimum unique. It has no
