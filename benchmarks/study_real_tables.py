@@ -160,20 +160,24 @@ def before_rule(table: Table):
 
 
 def band(name, table, key, restarts, resamples):
-    """Percentile 95% band at the held-out rows of law `name` (bootstrap of the user's rows, warm starts)."""
+    """Percentile 95% band [T, Q] at the held-out rows of law `name`: a bootstrap of the user's rows per target (the
+    same resamples for every target), warm-started from the fit's 4 best starts."""
     law = template(name, table, key)
     r, size, tokens, Y = table.arrays(table.train)
     inputs = inputs_of(law, name, r, size, tokens)
     result = cj.fit(law, inputs, Y, key=key, restarts=restarts)
-    single = jax.tree.map(lambda leaf: leaf[0], result.law)  # a template: one target's law
-    boot = cj.bootstrap(single, inputs, Y, key=key, n_resamples=resamples, inits=result.best_laws(4),
-                        progress=False)  # fmt: skip
     rq, sq, tq, _ = table.arrays(table.test)
-    arrays = tuple(jax.numpy.asarray(x) for x in inputs_of(law, name, rq, sq, tq))
-    pred = np.asarray(jax.vmap(jax.vmap(lambda one: one(*arrays)))(boot.laws))  # [B, T, Q]
-    finite = np.isfinite(np.asarray(boot.objectives)).reshape(pred.shape[:2])
-    pred = np.where(finite[..., None], pred, np.nan)
-    return np.nanpercentile(pred, 2.5, axis=0), np.nanpercentile(pred, 97.5, axis=0)  # [T, Q] each
+    test_inputs = inputs_of(law, name, rq, sq, tq)
+    warm = result.best_laws(4)
+    lows, highs = [], []
+    for t in range(Y.shape[0]):
+        single = jax.tree.map(lambda leaf: leaf[t], result.law)
+        inits = jax.tree.map(lambda leaf: leaf[t], warm)
+        boot = cj.bootstrap(single, inputs, Y[t], key=key, n_resamples=resamples, inits=inits, progress=False)
+        low, high = boot.prediction_interval(*test_inputs)
+        lows.append(low)
+        highs.append(high)
+    return np.array(lows), np.array(highs)
 
 
 def study(table: Table, key, restarts, resamples, log):
@@ -200,11 +204,16 @@ def study(table: Table, key, restarts, resamples, log):
         picks_before = [None] * len(table.targets)
     rows = []
     bands = {}
+    log(f"  picks before {picks_before}, after {picks_after}")
     for which, picks in (("before", picks_before), ("after", picks_after)):
         for name in sorted({p for p in picks if p is not None}):
             if resamples and name not in bands:
                 t0 = time.time()
-                bands[name] = band(name, table, jax.random.fold_in(key, 999), restarts, resamples)
+                try:
+                    bands[name] = band(name, table, jax.random.fold_in(key, 999), restarts, resamples)
+                except Exception as error:  # a failed band is a missing column, not a lost study
+                    log(f"  bootstrap {name} failed: {error}")
+                    continue
                 log(f"  bootstrap {name}: {time.time() - t0:.0f} s")
     for t, target in enumerate(table.targets):
         best = min(candidates, key=lambda n: held[n][0][t])

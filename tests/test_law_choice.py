@@ -159,3 +159,24 @@ def test_auto_drops_a_constant_tokens_column_and_says_so(tmp_path, capsys):
     line = next(x for x in text.splitlines() if x.startswith("--law auto: held-out MAPE"))
     assert "mixtures held out at random" in line and "camel-data" not in line
     assert_no_degenerate_numbers(text)
+
+
+@pytest.mark.slow  # four held-out fits (camel-data among them: minutes of compile on a shared machine)
+def test_auto_with_two_sizes_holds_out_the_largest_token_budget_among_laws_that_read_tokens(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    r = np.repeat(rng.dirichlet(np.ones(3), 4), 6, axis=0)
+    size = np.tile(np.repeat([1e8, 3e8], 3), 4)
+    tokens = size * np.tile([10.0, 20.0, 40.0], 8)
+    truth = cj.SODMAdditive.from_params(E=1.5, A=300.0, alpha=0.3, B=2000.0, beta=0.35, C=[2.0, 3.0, 4.0],
+                                        gamma=[0.3, 0.5, 0.7])  # fmt: skip
+    y = np.asarray(truth(r, size, tokens)) * np.exp(rng.normal(0, 0.002, 24))
+    frame = pd.DataFrame(r, columns=["r_a", "r_b", "r_c"]).assign(size=size, tokens=tokens, loss=y)
+    frame.to_csv(tmp_path / "runs.csv", index=False)
+    code = main(["fit", str(tmp_path / "runs.csv"), "--restarts", "4", "--resamples", "0", "--out",
+                 str(tmp_path / "fit")])  # fmt: skip
+    text = capsys.readouterr().out
+    assert code == 0, text
+    line = next(x for x in text.splitlines() if x.startswith("--law auto: held-out MAPE"))
+    assert "each size's largest token budget held out (8 of 24 rows)" in line and "laws that read them" in line
+    assert "camel-tied" not in line and "camel-free" not in line  # laws that ignore a varying column: not candidates
+    assert_no_degenerate_numbers(text)
