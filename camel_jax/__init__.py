@@ -59,6 +59,7 @@ from .laws import LAW_NAMES as LAW_NAMES
 from .laws import AbstractLaw as AbstractLaw
 from .laws import CAMELData as CAMELData
 from .laws import Chinchilla as Chinchilla
+from .laws import LogLinear as LogLinear
 from .laws import LossToBenchmark as LossToBenchmark
 from .laws import PowerLaw as PowerLaw
 from .laws import SODMAdditive as SODMAdditive
@@ -107,6 +108,7 @@ __all__ = [
     "CAMEL",
     "CAMELData",
     "DML",
+    "LogLinear",
     "SODMAdditive",
     "SODMJoint",
     "Chinchilla",

@@ -141,6 +141,16 @@ def np_power_law(p, x):
     return p["E"] + p["A"] / x ** p["alpha"]
 
 
+def np_log_linear(p, r, M=None, D=None):
+    """L = A prod_j (r_j + eps)^b_j / (M^alpha D^beta), as a product (not through logs)."""
+    out = p["A"] * np.prod((r + p["eps"]) ** p["b"][None, :], axis=1)
+    if M is not None:
+        out = out / M ** p["alpha"]
+    if D is not None:
+        out = out / D ** p["beta"]
+    return out
+
+
 def np_loss_to_benchmark(p, L):
     return p["C"] + p["A"] / (1.0 + np.exp(L @ p["k"] + p["B"]))
 
@@ -307,6 +317,13 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             beta=0.35,
         )
         return case(cj.SODMJoint, given, dict(size_scale=1e8, tokens_scale=1e10), (r, N, D), np_sodm_joint)
+    if name == "LogLinear":
+        given = dict(A=3.2, b=rng.normal(0, 0.1, n), eps=rng.uniform(1e-3, 0.1))
+        return case(cj.LogLinear, given, {}, (r,), np_log_linear)
+    if name == "LogLinear_size_tokens":
+        given = dict(A=40.0, b=rng.normal(0, 0.1, n), eps=rng.uniform(1e-3, 0.1), alpha=0.07, beta=0.05)
+        return case(cj.LogLinear, given, dict(size_scale=1e8, tokens_scale=1e10, loss_scale=10.0), (r, N, D),
+                    np_log_linear)
     if name == "Chinchilla":
         given = dict(A=406.4, B=410.7, E=1.69, alpha=0.34, beta=0.28)
         return case(cj.Chinchilla, given, {}, (N, D), np_chinchilla, False)
@@ -336,6 +353,8 @@ CASES = [
     "SODMAdditive",
     "SODMAdditive_notokens",
     "SODMJoint",
+    "LogLinear",
+    "LogLinear_size_tokens",
     "Chinchilla",
     "PowerLaw",
     "LossToBenchmark",

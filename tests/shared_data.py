@@ -126,12 +126,14 @@ def dmsl_held_out() -> tuple[pd.DataFrame, pd.DataFrame, list[str], list[str]]:
     return longest[longest["size"] < 2e9], longest[longest["size"] > 2e9], mixture, losses
 
 
-def mixinglaws_runs() -> tuple[pd.DataFrame, list[str]]:
-    """mixinglaws_ye2024 5Mix, every (run, step): the validation loss weighted by valid_weight.json, with `size`
-    (non-embedding parameters), `tokens` (step x 2^20) and `run_id` (>= 900: the paper's optimised mixtures)."""
+def mixinglaws_runs(name: str = "5Mix") -> tuple[pd.DataFrame, list[str]]:
+    """mixinglaws_ye2024 `name` (5Mix, 3Mix, 2Mix), every (run, step): the validation loss weighted by
+    valid_weight.json, with `size` (non-embedding parameters), `tokens` (step x 2^20) and `run_id` (>= 900: the
+    paper's optimised mixtures). Rows whose step is not a number (3Mix's 'last') are left out."""
     import json
 
-    df = mixinglaws_ye2024("5Mix")
+    df = mixinglaws_ye2024(name)
+    df = df[pd.to_numeric(df["step"], errors="coerce").notna()]
     weights = json.loads((path("mixinglaws_ye2024") / "valid_weight.json").read_text())
     df = df.assign(w=df["valid_domain"].map(weights))
     keys = ["model_size_label", "nonembedding_params", "run_id", "train_mixture", "step", "tokens"]

@@ -96,7 +96,7 @@ def test_gradients_match_central_finite_differences(name):
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "CAMELData", "DML", "SODMAdditive", "SODMJoint"])
+@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "CAMELData", "DML", "SODMAdditive", "SODMJoint", "LogLinear"])
 def test_zero_mixture_weights_give_finite_values_and_gradients(name):
     case = make_case(name, zeros=True)
     inputs = jnp_inputs(case.inputs)
@@ -166,6 +166,7 @@ def test_size_scale_changes_conditioning_not_predictions():
         ("SODMJoint", dict(loss_scale=1e-3, size_scale=1e9, tokens_scale=1e11)),
         ("DML", dict(loss_scale=1e2, center=(0.4, 0.3, 0.2, 0.1))),
         ("Chinchilla", dict(loss_scale=1e-2, size_scale=1e9, tokens_scale=1e10)),
+        ("LogLinear_size_tokens", dict(loss_scale=1e-3, size_scale=1e9, tokens_scale=1e11)),
     ],
 )
 def test_units_change_conditioning_not_predictions(name, units):
@@ -477,3 +478,26 @@ def test_camel_data_linear_data_term_is_regular_at_zero_and_checks_its_arguments
         cj.CAMELData.from_params(**common, C=1.5, d=[0.0, 0.0, 0.0], G=[0.1, 0.1], gamma=[0.3, 0.3])
     with pytest.raises(ValueError, match="built from `d`"):
         cj.CAMELData.from_params(**common, C=1.5, G=[0.1, 0.1], gamma=[0.3, 0.3], data_term="linear")
+
+
+@pytest.mark.slow  # one fit's compile: 38 s on the shared 2-core machine
+def test_log_linear_fit_is_the_least_squares_fit_of_log_loss_on_log_shares():
+    """Under log residuals with a Huber delta never reached, the log-linear law with its offset fixed at its
+    fitted value is ordinary least squares of log L on (1, log(r_j + eps_j), log M): the fitted (c, b,
+    alpha) equal NumPy's lstsq on the same design, and a known law is recovered from noiseless data."""
+    rng = np.random.default_rng(0)
+    r = rng.dirichlet(np.ones(4), 60)
+    r[:10, 0] = 0.0
+    r[:10] /= r[:10].sum(axis=1, keepdims=True)
+    M = 10 ** rng.uniform(7, 9, 60)
+    truth = cj.LogLinear.from_params(A=30.0, b=[0.02, -0.05, 0.01, -0.03], eps=0.01, alpha=0.06)
+    y = np.asarray(truth(jnp.asarray(r), jnp.asarray(M))) * np.exp(rng.normal(0, 0.003, 60))
+    template = cj.LogLinear.sample_init(jax.random.key(0), n_datasets=4, size=True)
+    result = cj.fit(template, (r, M), y, key=jax.random.key(1), restarts=8, options=cj.FitOptions(delta=1.0))
+    p = {k: np.asarray(v) for k, v in result.law.params().items()}
+    X = np.c_[np.ones(60), np.log(r + p["eps"]), -np.log(M)]
+    coef = np.linalg.lstsq(X, np.log(y), rcond=None)[0]
+    np.testing.assert_allclose(p["b"], coef[1:5], atol=1e-7)
+    np.testing.assert_allclose(p["alpha"], coef[5], atol=1e-7)
+    np.testing.assert_allclose(np.log(p["A"]), coef[0], atol=1e-6)
+    np.testing.assert_allclose(p["b"], [0.02, -0.05, 0.01, -0.03], atol=0.01)

@@ -25,8 +25,9 @@ from ._common import (
     reader_options,
 )
 
-# The candidates of `--law auto`, chosen by held-out error at the largest size (camel-data* need a tokens column).
-AUTO_LAWS = ("camel-tied", "camel-free", "sodm-additive", "camel-data-free", "camel-data-tied")
+# The candidates of `--law auto` on a table of several sizes (with varying tokens, those that read them; without
+# tokens, those but camel-data*), chosen by held-out error (see `_choose_law`).
+AUTO_LAWS = ("camel-tied", "camel-free", "sodm-additive", "camel-data-free", "camel-data-tied", "log-linear-size")
 # What `--law` takes: every registered name and alias (the same law as everywhere in camel-jax), or auto.
 LAW_CHOICES = (*LAW_NAMES, "auto")
 
@@ -127,7 +128,7 @@ def _size_columns(args: argparse.Namespace, df: Any, entry: Any) -> _Table:
     if size is None:
         raise UserError(f"the {args.law} law needs a model-size column: --size (columns: {list(df.columns)})")
     tokens = args.tokens
-    if tokens is None and "tokens" in df.columns and entry.tokens != "never":
+    if tokens is None and "tokens" in df.columns and entry.tokens != "never" and not getattr(args, "drop_tokens", 0):
         tokens = "tokens"
     if entry.tokens == "required" and tokens is None:
         raise UserError(f"the {args.law} law needs a tokens column: --tokens")
@@ -143,12 +144,22 @@ def _size_columns(args: argparse.Namespace, df: Any, entry: Any) -> _Table:
 def _check_one_size(args: argparse.Namespace, data: Any) -> None:
     if data.size is not None and len(np.unique(np.asarray(data.size))) > 1:
         raise UserError(
-            f"the dml law describes one model size, but the table holds {len(np.unique(np.asarray(data.size)))} "
+            f"the {args.law} law describes one model size, but the table holds {len(np.unique(np.asarray(data.size)))} "
             "sizes: filter the table to one size, or use a law of size and mixture (--law camel-tied)"
         )
 
 
 def run(args: argparse.Namespace) -> None:
+    """`camel-jax fit`, with numpy's floating-point RuntimeWarnings kept out of the output: a fit that runs to a
+    limit is reported as degenerate (`FitResult.problems`), not through a warning from inside a reduction."""
+    import warnings
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
     import jax
 
     from ..fitting._fit import fit
@@ -168,7 +179,7 @@ def run(args: argparse.Namespace) -> None:
     # the table is read (and its columns checked) before a law is chosen
     source = read_table(args) if args.law == "auto" or law_entry(args.law).mixture else _read_csv(args.csv[0])
     if args.law == "auto":
-        args = _choose_law(args, source)
+        args, source = _choose_law(args, source)
     args = argparse.Namespace(**(vars(args) | {"law": law_entry(args.law).name}))  # an alias: its registered name
     table = _fit_columns(args, source)
     if table.data is not None:
@@ -191,7 +202,10 @@ def run(args: argparse.Namespace) -> None:
         "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
         "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
         "best_status": Status(int(best[0])).label if result.n_targets is None else [Status(int(b)).label for b in best],
+        "degenerate": result.degenerate() if result.n_targets is None else {},
     }
+    if out["degenerate"]:
+        out["degenerate_advice"] = _degenerate_advice(args, table, source)
     try:
         boot = _intervals(args, result, table, key, out)
     except KeyboardInterrupt:  # the fit is done: keep it, without intervals
@@ -212,51 +226,152 @@ def run(args: argparse.Namespace) -> None:
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
 
 
-def _choose_law(args: argparse.Namespace, data: Any) -> argparse.Namespace:
-    """`--law auto` (the default): every `AUTO_LAWS` candidate the table can feed, fitted below the largest size
-    and scored there (`select_law`); prints the ranking and returns `args` with the winner. With fewer than 4
-    sizes (3 to train on, 1 to score) it fits tied CAMEL, as before `auto` existed."""
+def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace, Any]:
+    """`--law auto` (the default): the candidates the table can feed, fitted on part of it and scored on the rest
+    by held-out MAPE; one line says what was compared, how it was held out and why the winner won. Returns `args`
+    with the winner (and `auto_ranking`, the candidates best first, for the advice on a degenerate fit), and the
+    runs (`read_table`'s `MixtureData`) without a tokens column that holds one value.
+
+    What the table holds decides the candidates and the split:
+
+    - a tokens column with one value is said and dropped (a token term is not identified by it);
+    - tokens that vary: only laws that read them (a law that ignores a varying column is never a candidate);
+    - 4 or more sizes: the largest size held out (`select_law`);
+    - 2 or 3 sizes: each size's largest token budget held out when the tokens vary, else a quarter of the mixtures;
+    - one size: the laws of the mixture alone (`AUTO_MIXTURE_LAWS`), a quarter of the mixtures held out.
+    """
     import jax
 
-    from ..experiments._select import select_law, simplest_within
-    from ..laws._base import n_free_parameters
-
-    n_sizes = 0 if data.size is None else len(np.unique(np.asarray(data.size)))
-    if n_sizes < 4:  # below 3 training sizes, a held-out score says little
-        print("--law auto: fewer than 4 model sizes, too few to hold one out: fitting camel-tied")
-        return argparse.Namespace(**(vars(args) | {"law": "camel-tied"}))
-    tokens = data.tokens
-    names = [name for name in AUTO_LAWS if tokens is not None or LAWS[name].tokens == "never"]
-    base_law = "camel-data-tied" if tokens is not None else "camel-tied"
-    base = _fit_columns(argparse.Namespace(**(vars(args) | {"law": base_law})), data)
-    base = _one_target(base)
+    key = jax.random.key(args.seed)
+    tokens = None if data.tokens is None else np.asarray(data.tokens)
+    if tokens is not None and np.unique(tokens).size == 1:
+        print(f"--law auto: the tokens column holds one value in every row ({tokens[0]:.4g}): a token term is not "
+              "identified by it, so it is dropped and laws without tokens are compared")  # fmt: skip
+        data, tokens = dataclasses.replace(data, tokens=None), None
+    n_sizes = 1 if data.size is None else int(np.unique(np.asarray(data.size)).size)
+    if n_sizes <= 1 and tokens is not None:
+        raise UserError(
+            f"--law auto: one model size and {np.unique(tokens).size} token budgets: no registered law reads tokens "
+            "without a size; filter the table to one token budget (laws of the mixture) or give the model-size "
+            "column (--size)"
+        )
+    if n_sizes <= 1:
+        names = list(AUTO_MIXTURE_LAWS)
+    else:
+        if tokens is not None:
+            names = [n for n in AUTO_LAWS if LAWS[n].tokens != "never"]
+        else:
+            names = [n for n in AUTO_LAWS if not n.startswith("camel-data")]
+    reader = "log-linear" if n_sizes <= 1 else "camel-data-tied" if tokens is not None else "camel-tied"
+    base = _one_target(_fit_columns(argparse.Namespace(**(vars(args) | {"law": reader})), data))
     laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), base) for name in names}
+    restarts = min(args.restarts, 16)
+    if n_sizes >= AUTO_MIN_SIZES:
+        ranking, how = _rank_by_largest_size(laws, base, key, restarts)
+    else:
+        ranking, how = _rank_by_rows(laws, base, tokens is not None, n_sizes, key, restarts)
+    _say_choice(ranking, laws, how, tokens is not None, n_sizes)
+    winner = ranking.attrs["winner"]
+    chosen = argparse.Namespace(**(vars(args) | {"law": winner, "collinearity_said": True,
+                                                 "auto_ranking": list(ranking.index)}))  # fmt: skip
+    return chosen, data
+
+
+# The candidates of `--law auto` on a table of one model size: laws of the mixture alone.
+AUTO_MIXTURE_LAWS = ("log-linear", "dml")
+# With fewer sizes than this `--law auto` holds out a token budget or a quarter of the mixtures, not a size.
+AUTO_MIN_SIZES = 4
+# The share of the mixtures `--law auto` holds out when it holds out by mixture.
+AUTO_MIXTURE_SHARE = 0.25
+
+
+def _rank_by_largest_size(laws: dict[str, Any], base: _Table, key: Any, restarts: int) -> tuple[Any, str]:
+    """The candidates fitted below the largest size and scored there (`select_law`): a frame indexed by law, best
+    first (`error`, `error_se`, `usable`), and the words for the split."""
+    from ..experiments._select import select_law
+
     _warn_collinear(base)
     try:
-        best, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16))
+        _, table = select_law(laws, base.data, key=key, restarts=restarts)
     except ValueError as error:
         raise UserError(f"--law auto: {error}") from None
-    ranks = table.groupby("law", sort=False)["rank"].first().sort_values()
-    mean = table.groupby("law", sort=False)["error"].mean()[ranks.index]
-    finished = table.groupby("law", sort=False)["converged"].all()[ranks.index]
+    grouped = table.groupby("law", sort=False)
+    frame = grouped.agg(error=("error", "mean"), error_se=("error_se", "mean"), usable=("converged", "all"),
+                        rank=("rank", "first")).sort_values("rank")  # fmt: skip
     held_out = ", ".join(f"{s:.4g}" for s in sorted(table["test_size"].unique()))
-    print(f"--law auto: held-out MAPE at size {held_out}: " + ", ".join(
-        f"{n} {e:.3f}%" + ("" if finished[n] else " (unconverged)") for n, e in mean.items()))  # fmt: skip
-    if not finished.all() and finished.any():
-        print(f"--law auto: {', '.join(finished.index[~finished])}: the best start of a held-out fit did not converge, "
-              "so its error is not the law's; ranked after the laws whose fits converged")  # fmt: skip
-    # the one-standard-error rule among the laws whose fits converged (all of them when none did)
-    eligible = mean[finished] if finished[best] else mean
-    se = float(table.loc[table["law"] == best, "error_se"].mean())
-    winner = simplest_within(eligible.to_dict(), {name: n_free_parameters(law) for name, law in laws.items()}, best, se)
-    if winner != best:
-        print(
-            f"--law auto: {winner} ({mean[winner]:.3f}%) is within one standard error ({se:.3f}%, over the held-out "
-            f"runs) of {best} ({mean[best]:.3f}%): the difference is noise, so the simpler law "
-            f"({n_free_parameters(laws[winner])} vs {n_free_parameters(laws[best])} free parameters) is fitted"
+    return frame, f"the largest size ({held_out}) held out, fitted on the smaller sizes"
+
+
+def _rank_by_rows(laws: dict[str, Any], base: _Table, tokens: bool, n_sizes: int, key: Any,
+                  restarts: int) -> tuple[Any, str]:  # fmt: skip
+    """The candidates fitted on part of the rows and scored on the rest (`held_out_rows`): each size's largest token
+    budget when the tokens vary, else a quarter of the mixtures (chosen with `key`)."""
+    import jax
+
+    from ..experiments._select import held_out_rows, law_data
+
+    data = base.data
+    if tokens:
+        size, budget = np.asarray(data.size), np.asarray(data.tokens)
+        test = np.array([budget[i] == budget[size == size[i]].max() for i in range(size.size)])
+        how = f"each size's largest token budget held out ({int(test.sum())} of {test.size} rows)"
+    else:
+        groups = np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel()
+        n_mix = int(groups.max()) + 1
+        chosen = np.asarray(jax.random.permutation(jax.random.fold_in(key, 7919), n_mix))
+        chosen = chosen[: max(1, int(round(AUTO_MIXTURE_SHARE * n_mix)))]
+        test = np.isin(groups, chosen)
+        how = (f"{chosen.size} of {n_mix} mixtures held out at random ({int(test.sum())} of {test.size} rows)"
+               + (", one model size" if n_sizes <= 1 else f", {n_sizes} sizes"))  # fmt: skip
+    if test.all() or not test.any():
+        raise UserError(f"--law auto: cannot hold out part of this table ({how}); name a law with --law")
+    inputs = {name: law_data(law, data, name).inputs for name, law in laws.items()}
+    _, table = held_out_rows(laws, inputs, data.y, test, key=key, restarts=restarts)
+    frame = table.set_index("law")
+    frame["usable"] = frame["converged"] & ~frame["degenerate"]
+    return frame, how
+
+
+def _say_choice(frame: Any, laws: dict[str, Any], how: str, tokens: bool, n_sizes: int) -> None:
+    """The one line of `--law auto`: the candidates' held-out errors, the split, and why the winner won (the lowest
+    error, or the simplest law within one standard error of it: the one-standard-error rule among the usable
+    fits, whose best start converged). Sets `frame.attrs["winner"]`."""
+    from ..experiments._select import simplest_within
+    from ..laws._base import n_free_parameters
+
+    best = str(frame.index[0])
+    usable = frame[frame["usable"]] if bool(frame["usable"].any()) else frame
+    se = float(frame.loc[best, "error_se"])
+    sizes = {name: n_free_parameters(law) for name, law in laws.items()}
+    winner = simplest_within(usable["error"].to_dict(), sizes, best, se)
+    errors = ", ".join(f"{n} {e:.3f}%" + ("" if frame.loc[n, "usable"] else " (unconverged or degenerate)")
+                       for n, e in frame["error"].items())  # fmt: skip
+    reads = "tokens vary: laws that read them" if tokens else "one size: laws of the mixture" if n_sizes <= 1 else ""
+    why = (
+        "the lowest held-out error"
+        if winner == best
+        else f"within one standard error ({se:.3f}%) of {best} and simpler ({sizes[winner]} vs {sizes[best]} free "
+        "parameters)"
+    )
+    print(f"--law auto: held-out MAPE, {how}{'; ' + reads if reads else ''}: {errors}; fitting {winner} on every "
+          f"run: {why}")  # fmt: skip
+    frame.attrs["winner"] = winner
+
+
+def _degenerate_advice(args: argparse.Namespace, table: _Table, source: Any) -> str:
+    """What to fit instead of a degenerate fit: a token-aware law when the table's tokens vary and this law ignores
+    them, else the next law of `--law auto`'s held-out ranking (when auto ran), else `--law auto` itself."""
+    tokens = getattr(source, "tokens", None)
+    budgets = 0 if tokens is None else int(np.unique(np.asarray(tokens)).size)
+    if table.tokens is None and budgets > 1:
+        return (
+            f"the tokens vary in this table ({budgets} values) and {args.law} ignores them: fit a "
+            "token-aware law (--law sodm-additive or --law camel-data-free)"
         )
-    print(f"--law auto: fitting {winner} on every run")
-    return argparse.Namespace(**(vars(args) | {"law": winner, "collinearity_said": True}))
+    ranking = [name for name in getattr(args, "auto_ranking", ()) if name != args.law]
+    if ranking:
+        return f"fit --law {ranking[0]}, the next best of --law auto's held-out ranking"
+    return "fit --law auto, which ranks the laws that can read this table by held-out error"
 
 
 def _one_target(table: _Table) -> _Table:
@@ -327,9 +442,27 @@ def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: st
     data = table.data
     groups = np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel()
     with_groups = MixtureData(r=data.r, y=data.y, size=data.size, tokens=data.tokens, group=groups)
+    labels = _mixture_labels(np.asarray(data.r), groups, table.mixture)
+    extend = FIGURE_EXTEND * float(np.max(np.asarray(data.size)))
     if data.tokens is None:
-        return plot.loss_vs_size(with_groups, result.law, bootstrap=boot)
-    return plot.loss_vs_size(with_groups, _token_path(result.law, data), bootstrap=None)
+        return plot.loss_vs_size(with_groups, result.law, bootstrap=boot, labels=labels, extend_to=extend)
+    return plot.loss_vs_size(with_groups, _token_path(result.law, data), bootstrap=None, labels=labels,
+                             extend_to=extend)  # fmt: skip
+
+
+# The fit's figure draws each curve (and band) to this many times the largest trained size: the extrapolation.
+FIGURE_EXTEND = 4.0
+
+
+def _mixture_labels(r: np.ndarray, groups: np.ndarray, names: list[str], shown: int = 6, shares: int = 3) -> list[str]:
+    """The legend of the fit's figure: each drawn mixture (the first `shown` groups) by its largest shares, by
+    name ("r_web 0.60, r_code 0.25, r_books 0.15")."""
+    labels = []
+    for g in np.unique(groups)[:shown]:
+        row = r[groups == g][0]
+        top = np.argsort(-row)[:shares]
+        labels.append(", ".join(f"{names[j]} {row[j]:.2f}" for j in top if row[j] > 0))
+    return labels
 
 
 def _log_limit(result: Any, boot: Any, out: dict[str, Any]) -> None:
@@ -430,14 +563,23 @@ def _print_params(out: dict[str, Any]) -> None:
         )
         params = dict(params)
         at_limit = np.isin(np.arange(len(params["K"])), terms)
-        params["K"] = np.where(at_limit, np.inf, params["K"])
         params["beta"] = np.where(at_limit, 0.0, params["beta"])
         params["alpha"] = np.where(at_limit, 0.0, params["alpha"])
-        params["C"] = -np.inf
         infinite = {"C", *(f"{n}[{i}]" for n in ("K", "alpha", "beta") for i in terms)}
         intervals = {k: v for k, v in intervals.items() if k not in ("C", "K", "alpha", "beta")}
         free -= infinite
-    _print_block(params, intervals, free)
+        limits = {"C": "minus infinite in the log-law limit"}
+        limits |= {f"K[{i}]": "infinite in the log-law limit" for i in terms}
+    else:
+        limits = {}
+    degenerate = out.get("degenerate", {})
+    _print_block(params, intervals, free, {**limits, **degenerate})
+    if degenerate:
+        print(
+            f"  warning: degenerate fit ({len(degenerate)} parameter(s) at a limit, not estimates: "
+            + "; ".join(f"{name} {why}" for name, why in list(degenerate.items())[:4])
+            + f"{' ...' if len(degenerate) > 4 else ''}); {out.get('degenerate_advice', '')}"
+        )
     if limit is not None:
         print(f"  finite coordinates (reference size M0 = {limit['params']['reference_size']:.4g}):")
         finite = {k: v for k, v in limit["params"].items() if k != "reference_size"}
@@ -447,17 +589,35 @@ def _print_params(out: dict[str, Any]) -> None:
         print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
 
 
-def _print_block(params: dict[str, Any], intervals: dict[str, Any], free: set[str]) -> None:
-    """One line per parameter: its value, its 95% interval when there is one, the elements the data leave free."""
+def _print_block(
+    params: dict[str, Any], intervals: dict[str, Any], free: set[str], degenerate: dict[str, str] | None = None
+) -> None:
+    """One line per parameter: its value, its 95% interval when there is one, the elements the data leave free.
+    An element in `degenerate` ({element name: why}) is printed as "degenerate (why)", never as a number, and its
+    parameter's interval is left out; an interval end that is not finite prints as "unbounded"."""
     from ..fitting._identify import element_names
 
-    def show(value):
-        return np.array2string(np.asarray(value), precision=4, separator=", ")
+    degenerate = degenerate or {}
+
+    def show(value, names=None):
+        array = np.asarray(value, dtype=float)
+        if names is None and np.all(np.isfinite(array)):
+            return np.array2string(array, precision=4, separator=", ")
+        names = names or [""] * array.size
+        text = [
+            f"degenerate ({degenerate[n]})" if n in degenerate else f"{v:.4g}" if np.isfinite(v) else "unbounded"
+            for n, v in zip(names, np.ravel(array))
+        ]
+        return text[0] if array.ndim == 0 else "[" + ", ".join(text) + "]"
 
     for name, value in params.items():
+        names = element_names(name, value)
+        if any(n in degenerate for n in names):
+            print(f"  {name}: {show(value, names)}")
+            continue
         interval = intervals.get(name)
         text = show(value) + (f"  95% [{show(interval[0])}, {show(interval[1])}]" if interval is not None else "")
-        loose = [n for n in element_names(name, value) if n in free]
+        loose = [n for n in names if n in free]
         if loose:
             text += f"  (not identified by these data: {', '.join(loose)})"
         print(f"  {name}: {text}")

@@ -12,7 +12,7 @@ import pandas as pd
 from jaxtyping import Array
 
 from ..fitting._io import MixtureData
-from ..solver._options import FitOptions
+from ..solver._options import FitOptions, Status
 from ._evaluate import METRICS, extrapolation_error
 
 SELECT_COLUMNS = ("law", "test_size", "n_train", "error", "converged", "rank")
@@ -114,3 +114,57 @@ def simplest_within(errors: Mapping[str, float], n_params: Mapping[str, int], be
         return best
     close = [name for name, e in errors.items() if np.isfinite(e) and e <= errors[best] + se]
     return min(close, key=lambda name: (n_params[name], errors[name]))
+
+
+def held_out_rows(
+    laws: Mapping[str, Any],
+    inputs: Mapping[str, tuple[Any, ...]],
+    y: Any,
+    test: Any,
+    *,
+    key: Array,
+    restarts: int = 16,
+    options: FitOptions | None = None,
+) -> tuple[str, pd.DataFrame]:
+    """Fit each candidate law on the rows outside `test` and score its MAPE (%) on the rows in it: law choice by
+    any held-out split (a token budget, a quarter of the mixtures), where `select_law` holds out model sizes.
+
+    **Arguments**:
+
+    - `laws`: {name: law template}; `inputs`: {name: the tuple that law is called on} (every tuple over the same
+      rows); `y`: the targets [P]; `test`: booleans [P], the held-out rows (some, not all).
+    - `key`: draws every fit's starts (`fold_in` by the law's position); `restarts`, `options`: of every fit.
+
+    **Returns**: (the winner's name, a frame with `law, n_train, n_test, error, error_se, converged, degenerate,
+    rank`): `rank` 1 for the lowest error among the laws whose fit converged and is not degenerate
+    (`FitResult.degenerate`); the others rank after them, a non-finite error last.
+    """
+    import warnings
+
+    from ..fitting._fit import fit
+
+    test = np.asarray(test, dtype=bool)
+    y = np.asarray(y, dtype=float)
+    if test.shape != y.shape or not test.any() or test.all():
+        raise ValueError(f"`test` must mark some but not all of the {y.size} rows; got {int(test.sum())} marked")
+    rows = []
+    for i, (name, law) in enumerate(laws.items()):
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")  # judged below: converged and degenerate are columns
+            result = fit(law, inputs[name], y, weights=(~test).astype(float), key=jax.random.fold_in(key, i),
+                         restarts=restarts, options=options)  # fmt: skip
+            pred = np.asarray(result.predict(*inputs[name]))[test]
+        ape = 100.0 * np.abs(pred / y[test] - 1.0)
+        rows.append({
+            "law": name, "n_train": int((~test).sum()), "n_test": int(test.sum()), "error": float(np.mean(ape)),
+            "error_se": float(np.std(ape, ddof=1) / np.sqrt(ape.size)) if ape.size > 1 else np.nan,
+            "converged": int(result.best_status) in (Status.CONVERGED, Status.STALLED),
+            "degenerate": bool(result.degenerate()),
+        })  # fmt: skip
+    table = pd.DataFrame(rows)
+    order = sorted(range(len(table)), key=lambda j: (not np.isfinite(table["error"][j]), bool(table["degenerate"][j]),
+                                                     not table["converged"][j], table["error"][j]))  # fmt: skip
+    table["rank"] = 0
+    for rank, j in enumerate(order):
+        table.loc[j, "rank"] = rank + 1
+    return str(table["law"][order[0]]), table.sort_values("rank").reset_index(drop=True)

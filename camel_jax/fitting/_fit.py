@@ -230,6 +230,26 @@ class FitResult(eqx.Module):
                 f"the best fit explains none of the variance of the targets ({which}): its parameters and "
                 "extrapolations mean nothing; check the law, its structure and the data"
             )
+        degenerate = self.degenerate()
+        if degenerate:
+            listed = "; ".join(f"{name}: {reason}" for name, reason in list(degenerate.items())[:6])
+            out.append(
+                f"degenerate fit: {listed}{' ...' if len(degenerate) > 6 else ''}. These are limits the solver ran to, "
+                f"not estimates, and the extrapolations built on them mean nothing; {DEGENERATE_HINT}"
+            )
+        return out
+
+    def degenerate(self) -> dict[str, str]:
+        """The parameter elements of the best law that are not estimates: {name: why}, in the user's units
+        (`degenerate_parameters`); {} for a fit whose every parameter is a finite value in its law's range. For a
+        fit of several targets the names carry the target (`loss_1: C`)."""
+        if self.n_targets is None:
+            return degenerate_parameters(self.law, self.inputs, self.y, self.weights)
+        out: dict[str, str] = {}
+        for t in range(self.n_targets):
+            law = jax.tree.map(lambda leaf: leaf[t], self.law)
+            found = degenerate_parameters(law, self.inputs, self.y[t], self.weights[t])
+            out |= {f"target {t}: {name}": why for name, why in found.items()}
         return out
 
     def summary(self, identify: bool = True) -> dict[str, Any]:
@@ -258,6 +278,90 @@ class FitResult(eqx.Module):
             names = [list(r.not_identified) for r in reports]
             out["not_identified"] = names[0] if self.n_targets is None else names
         return out
+
+
+# What a degenerate fit calls for (`FitResult.problems`); the command line names the law itself.
+DEGENERATE_HINT = (
+    "fit a law that handles these data: a token-aware law (sodm-additive, camel-data) when the tokens vary, or the "
+    "next best law of `camel-jax fit --law auto`'s held-out ranking"
+)
+# A level (an irreducible loss) beyond this many times the targets' scale is a value the solver ran to, not a loss.
+LEVEL_LIMIT = 1e6
+# A size or tokens exponent whose term changes by more than this factor across the trained range acts as a step.
+STEP_FACTOR = 1e6
+
+
+def _exponents(law: Any) -> dict[str, tuple[int, str]]:
+    """{parameter name: (position of the input it is the exponent of, "size" or "tokens")} for the shipped laws."""
+    from ..laws import CAMEL, CAMELData, Chinchilla, LogLinear, PowerLaw, SODMAdditive, SODMJoint
+
+    tokens = bool(law.structure().get("tokens", False)) if hasattr(law, "structure") else False
+    if isinstance(law, CAMELData):
+        return {"beta": (1, "size")} | ({"gamma": (2, "tokens")} if tokens else {})
+    if isinstance(law, CAMEL):
+        return {"beta": (1, "size")}
+    if isinstance(law, (SODMAdditive, SODMJoint)):
+        return {"alpha": (1, "size")} | ({"beta": (2, "tokens")} if tokens else {})
+    if isinstance(law, LogLinear):
+        found = {"alpha": (1, "size")} if law.size else {}
+        return found | ({"beta": (1 + int(law.size), "tokens")} if law.tokens else {})
+    if isinstance(law, Chinchilla):
+        return {"alpha": (0, "size"), "beta": (1, "tokens")}
+    if isinstance(law, PowerLaw):
+        return {"alpha": (0, "size")}
+    return {}
+
+
+def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any) -> dict[str, str]:
+    """The parameter elements of one (unbatched) law that are limits, not estimates, with the reason of each.
+
+    Three kinds, each a value no extrapolation can rest on: a non-finite value (`K inf`, `C -inf`); a level (`C`,
+    `E`) beyond `LEVEL_LIMIT` times the targets' scale (`E = -2.98e18` for losses near 3); and a size or tokens
+    exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4` between sizes a
+    factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law limit are not
+    flagged: their K (infinite) and C are stand-ins for the law's finite coordinates (`CAMEL.log_limit_params`).
+
+    **Arguments**:
+
+    - `law`: the law (unbatched); `inputs`: the fitted inputs; `y`, `weights`: the targets [P] and weights [P].
+
+    **Returns**: {element name (`K[1]`, `C`): why, in a few words}, in `params()` order.
+    """
+    from ._identify import element_names
+
+    if not hasattr(law, "params"):
+        return {}
+    w = np.asarray(weights) > 0
+    y = np.asarray(y, dtype=float)
+    scale = float(np.exp(np.mean(np.log(np.abs(y[w & (y != 0)]))))) if np.any(w & (y != 0)) else 1.0
+    excused: set[str] = set()
+    if hasattr(law, "log_limit_terms"):
+        terms = np.flatnonzero(np.asarray(law.log_limit_terms()))
+        if terms.size:
+            excused = {"C", *(f"K[{i}]" for i in terms)}
+    exponents = _exponents(law)
+    out: dict[str, str] = {}
+    with np.errstate(all="ignore"):
+        for name, value in law.params().items():
+            value = np.asarray(value, dtype=float)
+            for element, v in zip(element_names(name, value), np.ravel(value)):
+                if element in excused:
+                    continue
+                if not np.isfinite(v):
+                    out[element] = "at an infinite limit" if np.isinf(v) else "not a number"
+                elif name in ("C", "E") and abs(v) > LEVEL_LIMIT * scale:
+                    side = "above" if v > 0 else "below minus"
+                    out[element] = f"{side} {LEVEL_LIMIT:.0e} times the targets' scale (a level the solver ran to)"
+                elif name in exponents and exponents[name][0] < len(inputs):
+                    position, kind = exponents[name]
+                    x = np.asarray(inputs[position], dtype=float)[w]
+                    span = float(np.log(x.max() / x.min())) if x.size and np.all(x > 0) else 0.0
+                    if abs(v) * span > np.log(STEP_FACTOR):
+                        out[element] = (
+                            f"so large that its term changes by a factor e^{abs(v) * span:.0f} between the smallest "
+                            f"and largest trained {kind} (a step inside the trained range, not a power law)"
+                        )
+    return out
 
 
 def r_squared(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

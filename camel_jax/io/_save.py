@@ -33,7 +33,7 @@ from .._version import __version__
 from ..fitting._bootstrap import BootstrapResult
 from ..fitting._calibrate import Calibration, DecisionCalibration
 from ..fitting._fit import FitResult
-from ..laws import CAMEL, DML, CAMELData, Chinchilla, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
+from ..laws import CAMEL, DML, CAMELData, Chinchilla, LogLinear, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 from ..laws._legacy import legacy_layouts, upgrade
 from ..mixture._pipeline import Pipeline, PipelineFit
 
@@ -58,7 +58,8 @@ _MAX_STRUCTURE_INT = 100_000
 _MAX_INPUTS = 16
 _MAX_METADATA_BYTES = 1_000_000
 
-_SHIPPED: tuple[type, ...] = (CAMEL, CAMELData, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark)
+_SHIPPED: tuple[type, ...] = (CAMEL, CAMELData, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark,
+                              LogLinear)
 
 # A user's own law classes, as `save` and `load` take them: a sequence of classes (each named `module:qualname` in
 # files) or a mapping {name in files: class}.

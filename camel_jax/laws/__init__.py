@@ -6,6 +6,7 @@ from ._camel import CAMEL as CAMEL
 from ._camel_data import CAMELData as CAMELData
 from ._chinchilla import Chinchilla as Chinchilla
 from ._dml import DML as DML
+from ._log_linear import LogLinear as LogLinear
 from ._loss_to_benchmark import LossToBenchmark as LossToBenchmark
 from ._power_law import PowerLaw as PowerLaw
 from ._registry import ALIASES as ALIASES

@@ -19,6 +19,7 @@ from ._camel import CAMEL
 from ._camel_data import CAMELData
 from ._chinchilla import Chinchilla
 from ._dml import DML
+from ._log_linear import LogLinear
 from ._power_law import PowerLaw
 from ._sodm_additive import SODMAdditive
 from ._sodm_joint import SODMJoint
@@ -61,6 +62,9 @@ def _entries() -> dict[str, LawEntry]:
         LawEntry("dml", DML, {}, ("n_datasets", "n_domains"), True, False, "never"),
         LawEntry("chinchilla", Chinchilla, {}, ("size_scale", "tokens_scale"), False, True, "required"),
         LawEntry("power", PowerLaw, {}, ("size_scale",), False, True, "never"),
+        LawEntry("log-linear", LogLinear, {"size": False, "tokens": False}, ("n_datasets",), True, False, "never"),
+        LawEntry("log-linear-size", LogLinear, {"size": True}, ("n_datasets", "tokens", "size_scale",
+                 "tokens_scale"), True, True, "optional"),
     ]  # fmt: skip
     return {entry.name: entry for entry in entries}
 
@@ -99,8 +103,8 @@ def law_template(name: str, key: Array, **options: Any) -> AbstractLaw:
 
 def law_name(law: Any) -> str | None:
     """The registered name of a law instance (None for a class the registry does not know)."""
-    tied = law.structure().get("tied") if hasattr(law, "structure") else None
+    structure = law.structure() if hasattr(law, "structure") else {}
     for entry in LAWS.values():
-        if type(law) is entry.cls and entry.form.get("tied", tied) == tied:
+        if type(law) is entry.cls and all(structure.get(k, v) == v for k, v in entry.form.items()):
             return entry.name
     return None
