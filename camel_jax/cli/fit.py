@@ -8,13 +8,15 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..laws._camel import CAPACITY_EXPONENT
-from ..laws._registry import LAW_NAMES, LAWS, law_entry
 from ._common import UserError, _best_starts, _check_destination, _read_csv, _write_outputs
+from ._names import CAPACITY_EXPONENT, LAW_NAMES, DeferredModule  # the laws (and JAX): imported when work starts
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 # The candidates of `--law auto`, chosen by held-out error at the largest size (camel-data* need a tokens column).
 AUTO_LAWS = ("camel-tied", "camel-free", "sodm-additive", "camel-data-free", "camel-data-tied")
@@ -88,6 +90,7 @@ class _Table:
 def _fit_columns(args: argparse.Namespace, df: Any) -> _Table:
     """Resolve and validate the columns of `camel-jax fit`; every problem is a one-line `UserError`."""
     from ..fitting._io import MixtureData, positive_columns
+    from ..laws._registry import law_entry
 
     entry = law_entry(args.law)
     uses_mixture, uses_size = entry.mixture, entry.size
@@ -136,6 +139,7 @@ def run(args: argparse.Namespace) -> None:
 
     from ..fitting._fit import fit
     from ..io._save import save_to
+    from ..laws._registry import law_entry
     from ..solver._checks import check_several_mixtures
     from ..solver._options import Status
 
@@ -195,6 +199,7 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
 
     from ..experiments._select import select_law, simplest_within
     from ..laws._base import n_free_parameters
+    from ..laws._registry import LAWS
 
     size = args.size or "size"
     if size not in df.columns or df[size].nunique() < 4:  # below 3 training sizes, a held-out score says little
@@ -206,7 +211,8 @@ def _choose_law(args: argparse.Namespace, df: Any) -> argparse.Namespace:
     laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), base) for name in names}
     _warn_collinear(base)
     try:
-        best, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16))
+        best, table = select_law(laws, base.data, key=jax.random.key(args.seed), restarts=min(args.restarts, 16),
+                                  progress=True)
     except ValueError as error:
         raise UserError(f"--law auto: {error}") from None
     ranks = table.groupby("law", sort=False)["rank"].first().sort_values()
