@@ -98,15 +98,14 @@ def test_a_float32_fit_says_its_stopping_rule_is_float32s():
 def test_a_far_extrapolation_warns_in_the_api_and_a_non_positive_loss_is_no_answer(runs):
     data, law = runs
     fitted = cheap_fit(data, law)
-    assert cj.optimal_mixture is not None
     from camel_jax.mixture._optimize import extrapolation_problem
 
     assert extrapolation_problem(fitted, 8.0 * 3) is None
     assert "far outside the trained sizes [4, 8]" in extrapolation_problem(fitted, 1e12)
     pipeline = cj.Pipeline({"mmlu": known_tied_camel()}, {"mmlu": cj.LossToBenchmark.from_params(k=[1.0], A=0.7,
                            B=-2.0, C=0.25)}, {"mmlu": 1.0})  # fmt: skip
-    fitted_3 = dataclasses.replace(fitted, inputs=(fitted.inputs[0][:, :3] / fitted.inputs[0][:, :3].sum(1, keepdims=True),
-                                                   fitted.inputs[1]))  # fmt: skip
+    r3 = fitted.inputs[0][:, :3] / fitted.inputs[0][:, :3].sum(1, keepdims=True)  # the pipeline's 3 datasets
+    fitted_3 = dataclasses.replace(fitted, inputs=(r3, fitted.inputs[1]))
     piped = cj.PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=fitted_3, resamples=None)
     with pytest.warns(UserWarning, match="far outside the trained sizes"):
         cj.optimal_mixture(piped, pipeline.n_datasets, key=jax.random.key(0), model_size=1e12, restarts=2)

@@ -16,6 +16,7 @@ import argparse
 import re
 import sys
 import warnings
+from typing import Any
 
 from .._version import __version__
 from . import demo, design, fit, optimize
@@ -49,16 +50,18 @@ def _negative_values(argv: list[str]) -> list[str]:
     return out
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
-    """Python warnings raised during a subcommand, as `warning: <message>` lines (once each), not as
-    `file:line: UserWarning` with a line of camel-jax's own source."""
-    text = " ".join(str(message).split())
-    if text not in _SHOWN:
-        _SHOWN.add(text)
-        print(f"warning: {text}", flush=True)
+def _warning_lines() -> Any:
+    """A `warnings.showwarning` that prints each Python warning raised during a subcommand as a `warning: <message>`
+    line (once each), not as `file:line: UserWarning` followed by a line of camel-jax's own source."""
+    shown: set[str] = set()
 
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        text = " ".join(str(message).split())
+        if text not in shown:
+            shown.add(text)
+            print(f"warning: {text}", flush=True)
 
-_SHOWN: set[str] = set()
+    return show
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        _SHOWN.clear()
+        warnings.showwarning = _warning_lines()
         return _run(args)
 
 
