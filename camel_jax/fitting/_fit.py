@@ -208,7 +208,9 @@ class FitResult(eqx.Module):
 
     def problems(self) -> list[str]:
         """What makes this fit's answer unreliable, one sentence each with its cause and fix ([] when the best start
-        of every target met its stopping rule and explains the targets' variance)."""
+        of every target met its stopping rule and explains the targets' variance, the design determines the law (as
+        many points as free parameters, enough model sizes, two or more mixtures) and the fit ran in float64).
+        Every decision resting on the fit repeats them (the command line prints them before its answer)."""
         out = []
         best, unconverged = self._unconverged()
         if unconverged.size:
