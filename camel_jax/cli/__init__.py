@@ -13,7 +13,10 @@ user's input (a missing file or column, bad values) exits with code 2 and one li
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import warnings
+from typing import Any
 
 from .._version import __version__
 from . import demo, design, fit, optimize
@@ -34,13 +37,46 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """`--lower -0.1,0.2` as `--lower=-0.1,0.2`: argparse reads a value starting with '-' as an option unless it
+    is one plain negative number (`-0.1`), so a list of numbers (or `-1e-3`) after an option is joined to it."""
+    out: list[str] = []
+    for token in argv:
+        numbers = re.fullmatch(r"-[\d.][\d.eE+,\s-]*", token) and re.search(r"[,eE]", token)
+        if out and out[-1].startswith("--") and "=" not in out[-1] and numbers:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
+def _warning_lines() -> Any:
+    """A `warnings.showwarning` that prints each Python warning raised during a subcommand as a `warning: <message>`
+    line (once each), not as `file:line: UserWarning` followed by a line of camel-jax's own source."""
+    shown: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        text = " ".join(str(message).split())
+        if text not in shown:
+            shown.add(text)
+            print(f"warning: {text}", flush=True)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (0, 2 for the user's input, 130 on Ctrl-C)."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_values(sys.argv[1:] if argv is None else list(argv)))
     if args.command is None:
         parser.print_help()
         return 0
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_lines()
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if args.command != "design":
             configure_jax()

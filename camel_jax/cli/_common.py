@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import os
 import sys  # noqa: F401
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from ._names import DeferredModule
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 
 class UserError(Exception):
@@ -50,11 +56,18 @@ def configure_jax() -> Path | None:
     return folder
 
 
+def _existing_file(path: str) -> None:
+    """A file to read: a folder, or nothing at the path, is a one-line error saying which."""
+    if Path(path).is_dir():
+        raise UserError(f"{path} is a folder, not a file: give the file's path")
+    if not Path(path).is_file():
+        raise UserError(f"no such file: {path}")
+
+
 def _read_csv(path: str):
     import pandas as pd
 
-    if not Path(path).is_file():
-        raise UserError(f"no such file: {path}")
+    _existing_file(path)
     try:
         header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
         df = pd.read_csv(path)
@@ -158,29 +171,20 @@ def _warn_unreliable(saved: Any, path: str) -> None:
         print(f"warning: {path}: {problem}; what follows rests on that fit")
 
 
-# A target size this many times beyond the trained sizes is said to be an extrapolation far from the data.
-FAR = 4.0
-
-
 def _warn_extrapolation(saved: Any, size: float) -> None:
-    fitted = _training_data(saved)
-    if fitted is None or len(fitted.inputs) < 2:
-        return
-    sizes = np.asarray(fitted.inputs[1])[np.asarray(fitted.weights).reshape(-1, len(fitted.inputs[1])).max(0) > 0]
-    low, high = float(sizes.min()), float(sizes.max())
-    if size > FAR * high or size < low / FAR:
-        print(
-            f"warning: size {size:g} is far outside the trained sizes [{low:g}, {high:g}] ({size / high:.3g}x the "
-            "largest): the prediction there rests on the law's form alone, not on data"
-        )
+    """Say so when the target size is far outside the trained sizes (`mixture._optimize.extrapolation_problem`)."""
+    from ..mixture._optimize import extrapolation_problem
+
+    problem = extrapolation_problem(_training_data(saved), size)
+    if problem is not None:  # a warning: printed once as `warning: ...` by `main`, though the library warns it too
+        warnings.warn(problem, stacklevel=2)
 
 
 def _load_fit(path: str) -> Any:
     """The saved result behind `next`, refused before any compute when it cannot support a decision."""
     from ..io._save import load
 
-    if not Path(path).is_file():
-        raise UserError(f"no such file: {path}")
+    _existing_file(path)
     saved = load(path)
     _check_decidable(saved, path)
     return saved

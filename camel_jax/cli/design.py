@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ._common import UserError, _check_destination, _floats
+from ._names import DeferredModule
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 
 def add_parser(sub: Any) -> None:
@@ -54,6 +58,10 @@ def run(args: argparse.Namespace) -> None:
         if params.shape != sizes.shape:
             raise UserError(f"--params needs one value per size ({len(sizes)}); got {len(params)}")
         costs = 6.0 * params * args.tokens
+    bad = ~(np.isfinite(costs) & (costs > 0))
+    if bad.any():
+        what = "--costs" if args.costs else "the cost 6 N D (--params, --tokens)"
+        raise UserError(f"{what} must be > 0 (FLOPs of one run); size {sizes[bad][0]:g} costs {costs[bad][0]:g}")
     if np.all(np.isfinite(costs)) and np.all(costs > 0) and args.budget < costs.min():
         raise UserError(
             f"--budget {args.budget:.4g} is below the cheapest run ({costs.min():.4g} at size "

@@ -8,12 +8,8 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..laws._camel import CAPACITY_EXPONENT
-from ..laws._registry import LAW_NAMES, LAWS, law_entry
 from ._common import (
     UserError,
     _best_starts,
@@ -24,6 +20,19 @@ from ._common import (
     read_table,
     reader_options,
 )
+from ._names import CAPACITY_EXPONENT, LAW_NAMES, DeferredModule  # the laws (and JAX): imported when work starts
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
+
+
+def law_entry(name: str) -> Any:
+    """The registry's entry of a law name (the registry, and JAX, imported when work starts)."""
+    from ..laws._registry import law_entry as entry
+
+    return entry(name)
 
 # The candidates of `--law auto` on a table of several sizes (with varying tokens, those that read them; without
 # tokens, those but camel-data*), chosen by held-out error (see `_choose_law`).
@@ -164,6 +173,7 @@ def _run(args: argparse.Namespace) -> None:
 
     from ..fitting._fit import fit
     from ..io._save import save_to
+    from ..laws._registry import law_entry
     from ..solver._checks import check_several_mixtures
     from ..solver._options import Status
 
@@ -242,6 +252,8 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
     """
     import jax
 
+    from ..laws._registry import LAWS
+
     key = jax.random.key(args.seed)
     tokens = None if data.tokens is None else np.asarray(data.tokens)
     if tokens is not None and np.unique(tokens).size == 1:
@@ -292,7 +304,7 @@ def _rank_by_largest_size(laws: dict[str, Any], base: _Table, key: Any, restarts
 
     _warn_collinear(base)
     try:
-        _, table = select_law(laws, base.data, key=key, restarts=restarts)
+        _, table = select_law(laws, base.data, key=key, restarts=restarts, progress=True)
     except ValueError as error:
         raise UserError(f"--law auto: {error}") from None
     grouped = table.groupby("law", sort=False)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ._common import (
     UserError,
@@ -21,6 +19,12 @@ from ._common import (
     _warn_extrapolation,
     _warn_unreliable,
 )
+from ._names import DeferredModule
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 
 def add_parser(sub: Any) -> None:
@@ -88,7 +92,7 @@ def _candidate_columns(saved: Any, candidates: Any, path: str, mixture: str | No
     """The candidates' mixture columns, matched by name to those the fit was made on (a missing column, or an r_*
     column the fit never saw, is an error naming it), and the table checked, all before the bootstrap."""
     from ..fitting._bootstrap import BootstrapResult
-    from ..fitting._io import MixtureData, match_mixture_columns
+    from ..fitting._io import MixtureData, match_mixture_columns, positive_columns
     from ..mixture._pipeline import Pipeline
 
     n: Any
@@ -112,6 +116,7 @@ def _candidate_columns(saved: Any, candidates: Any, path: str, mixture: str | No
             print(f"note: --mixture reads the candidates' {pairs} (the fit's columns, in its order)")
     else:
         columns = match_mixture_columns(candidates, names, int(n), path)
+    positive_columns(candidates, {"cost of a run": "flops"})  # named as what it is, before the table's checks
     MixtureData.from_frame(candidates, mixture=columns, target="flops", size="size")
     return columns
 

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import _export as export
-from ._common import UserError, _check_decidable, _floats, _mixture_names, _warn_extrapolation, _warn_unreliable
+from ._common import (
+    UserError,
+    _check_decidable,
+    _existing_file,
+    _floats,
+    _mixture_names,
+    _warn_extrapolation,
+    _warn_unreliable,
+)
+from ._names import DeferredModule
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 
 def add_parser(sub: Any) -> None:
@@ -48,8 +59,7 @@ def run(args: argparse.Namespace) -> None:
     from ..mixture._optimize import check_model_size
     from ..mixture._pipeline import Pipeline, PipelineFit
 
-    if not Path(args.saved).is_file():
-        raise UserError(f"no such file: {args.saved}")
+    _existing_file(args.saved)
     saved = load(args.saved)
     if not isinstance(saved, (FitResult, Pipeline, PipelineFit)):
         raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
@@ -126,6 +136,9 @@ def _bounds(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_shift is not None:
         if not args.reference:
             raise UserError("--max-shift needs --reference")
+        if not (np.isfinite(args.max_shift) and 0 < args.max_shift <= 1):
+            raise UserError(f"--max-shift is a fraction of the reference in (0, 1] (0.2 for +-20%); got "
+                            f"{args.max_shift:g}")  # fmt: skip
         bounds |= {"reference": _floats(args.reference, "reference"), "max_shift": args.max_shift}
     return bounds
 
@@ -142,17 +155,30 @@ def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], 
         raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
     if args.size is None:
         result = optimal_mixture(lambda r: -law(r[None, :])[0], int(n), key=key, **bounds)
-        print(f"predicted loss at the fitted size: {-float(result.value):.5g}")
+        print(f"predicted loss at the fitted size: {_predicted_loss(result, 'the fitted size'):.5g}")
         return result
     size = jnp.asarray([args.size])
     if args.tokens is not None:
         tokens = jnp.asarray([args.tokens])
         result = optimal_mixture(lambda r: -law(r[None, :], size, tokens)[0], int(n), key=key, **bounds)
-        print(f"predicted loss at size {args.size:g}, tokens {args.tokens:g}: {-float(result.value):.5g}")
+        where = f"size {args.size:g}, tokens {args.tokens:g}"
+        print(f"predicted loss at {where}: {_predicted_loss(result, where):.5g}")
         return result
     result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
-    print(f"predicted loss at size {args.size:g}: {-float(result.value):.5g}")
+    print(f"predicted loss at size {args.size:g}: {_predicted_loss(result, f'size {args.size:g}'):.5g}")
     return result
+
+
+def _predicted_loss(result: Any, where: str) -> float:
+    """The optimum's predicted loss; a loss <= 0 (or not finite) is no answer: the law's form has left what a
+    loss can be there (typically a size far beyond the trained ones)."""
+    loss = -float(result.value)
+    if not (np.isfinite(loss) and loss > 0):
+        raise UserError(
+            f"the fit predicts a loss of {loss:.4g} at {where}: a loss is > 0, so the law says nothing there (its "
+            "form has left its range, typically far beyond the trained sizes); choose a size nearer the data"
+        )
+    return loss
 
 
 def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
@@ -193,16 +219,15 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
 def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
     """--weights: benchmark=w,... pairs, or a name of BENCHMARK_WEIGHTS (default balanced) restricted to the
     pipeline's benchmarks."""
+    from ..mixture._objective import parse_weights
     from ..mixture._pipeline import BENCHMARK_WEIGHTS
 
     if args.weights and "=" in args.weights:
-        weights = {}
-        for item in args.weights.split(","):
-            name, _, value = item.partition("=")
-            try:
-                weights[name.strip()] = float(value)
-            except ValueError:
-                raise UserError(f"--weights must be a name or benchmark=number pairs; got {item!r}") from None
+        try:
+            weights = parse_weights(args.weights, "--weights")  # a name given twice is an error, not one copy
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        assert isinstance(weights, dict)  # "=" is in the text
         unknown = sorted(set(weights) - set(saved.loss_laws))
         if unknown:
             raise UserError(

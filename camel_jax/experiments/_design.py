@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from ..solver._checks import check_key
+
 STRATEGIES = ("rectangle", "triangle", "inverted_triangle", "diamond", "hourglass")
 
 
@@ -142,6 +144,8 @@ def allocate(
     if not np.all(np.isfinite(raw_cap)) or np.any(raw_cap != np.round(raw_cap)) or np.any(raw_cap < 0):
         raise ValueError(f"`max_per_size` must be whole numbers of runs >= 0; got {max_per_size!r}")
     cap = raw_cap.astype(int)
+    if isinstance(budget, bool) or not isinstance(budget, int | float | np.integer | np.floating):
+        raise TypeError(f"`budget` must be a number (e.g. 1e21); got {type(budget).__name__} {budget!r:.40}")
     if not (np.isfinite(budget) and budget >= 0):
         raise ValueError(f"`budget` must be finite and >= 0; got {budget}")
     counts = np.zeros(S, dtype=int)
@@ -177,6 +181,7 @@ def sample_design(
 
     **Returns**: a 0/1 int mask over the rows of `runs`.
     """
+    check_key(key)
     for column in (size, cost):
         if column not in runs.columns:
             raise ValueError(f"column {column!r} not found in `runs`; available: {list(runs.columns)}")

@@ -20,6 +20,7 @@ from jaxtyping import Array, ArrayLike
 from ..fitting._fit import fit
 from ..fitting._io import MixtureData
 from ..laws import CAMEL, DML, PowerLaw
+from ..laws._base import count
 from ..laws._camel import CAPACITY_EXPONENT
 from ..solver._options import FitOptions, Status
 from ._design import sample_design
@@ -215,6 +216,7 @@ def extrapolation_error(
     """
     if metric not in METRICS:
         raise ValueError(f"`metric` must be one of {METRICS}; got {metric!r}")
+    count(repeats, "repeats")
     if data.size is None:
         raise ValueError("the extrapolation protocol needs model sizes: build MixtureData with `size`")
     size, y = np.asarray(data.size), np.asarray(data.y)

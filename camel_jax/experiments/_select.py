@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array
 
+from .._progress import progress_bar
 from ..fitting._io import MixtureData
 from ..solver._options import FitOptions, Status
 from ._evaluate import METRICS, extrapolation_error
@@ -65,6 +66,7 @@ def select_law(
     metric: str = "mape",
     restarts: int = 16,
     options: FitOptions | None = None,
+    progress: bool = False,
 ) -> tuple[str, pd.DataFrame]:
     """Fit each candidate law on every run below the held-out size(s) and score its predictions there.
 
@@ -75,6 +77,7 @@ def select_law(
     - `holdout`: `"largest_size"` (default) or the sizes to hold out; the law is fitted on every smaller size.
     - `key`: draws every fit's starts.
     - `metric`: "mape" (percent), "mae" or "rmse"; `restarts`, `options`: of every fit.
+    - `progress`: draw a bar with the laws fitted so far on stderr (only when it is a terminal).
 
     **Returns**: (the winner's name, a frame with `SELECT_COLUMNS`): one row per (law, held-out size), `rank` 1 for
     the lowest mean error over the held-out sizes among the laws whose every held-out fit converged (`converged`:
@@ -91,10 +94,14 @@ def select_law(
     mask = (np.asarray(data.size) < test.min()).astype(float)[None, :]
     frames = []
     for i, (name, law) in enumerate(laws.items()):
+        if progress:
+            progress_bar(i, len(laws), f"held-out fits ({name})", "laws")
         k = jax.random.fold_in(key, i)
         frame = extrapolation_error(law, inputs[name], train.tolist(), test.tolist(), masks=mask, key=k, metric=metric,
                                     restarts=restarts, options=options)  # fmt: skip
         frames.append(frame.assign(law=name))
+    if progress:
+        progress_bar(len(laws), len(laws), "held-out fits", "laws")
     table = pd.concat(frames, ignore_index=True)
     converged = table["converged"] if "converged" in table else pd.Series(np.nan, index=table.index, dtype=object)
     if "n_skipped" in table:  # the nested DML baseline: "converged" when no mixture was skipped

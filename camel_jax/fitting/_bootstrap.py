@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from .._progress import progress_bar
 from .._warn import user_stacklevel
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_names, check_targets
@@ -390,9 +390,5 @@ def _chunk_from_memory(law: Any, n_points: int, n_starts: int, itemsize: int, n_
 
 
 def _progress(done: int, total: int, resamples: int, n_resamples: int) -> None:
-    width = 30
-    filled = int(width * done / total)
-    sys.stderr.write(f"\rbootstrap [{'#' * filled}{'.' * (width - filled)}] {resamples}/{n_resamples} resamples")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+    """After chunk `done` of `total`: the resamples finished so far, as the package's one progress bar."""
+    progress_bar(resamples if done < total else n_resamples, n_resamples, "bootstrap", "resamples")

@@ -300,6 +300,8 @@ class _Rows(NamedTuple):
 def _numeric(df: pd.DataFrame, column: str) -> np.ndarray:
     """The column as float64, or an error naming the first non-numeric, NaN or infinite row."""
     series = df[column]
+    if pd.api.types.is_bool_dtype(series):  # True/False would be read as 1/0: a size, loss or weight of 1 and 0
+        raise ValueError(f"column {column!r} holds True/False values, not numbers: is it the right column?")
     converted = pd.to_numeric(series, errors="coerce")
     bad = converted.isna() & series.notna()
     if bad.any():
@@ -418,6 +420,7 @@ def _check_mixture(r: np.ndarray, values: dict[str, Any], rows: _Rows, positive_
     if "tokens" in values and "size" not in values:
         raise ValueError("`tokens` needs `size` too: mixture laws take (r, size, tokens)")
     y = _positive(values["y"], "y", rows) if positive_target else values["y"]
+    _warn_duplicates(r, values, rows)
     out: dict[str, Any] = {"r": jnp.asarray(r / sums[:, None]), "y": jnp.asarray(y), "group": None}
     out["weight"] = jnp.asarray(_weights(values.get("weight"), rows))
     for role in ("size", "tokens"):
@@ -429,6 +432,23 @@ def _check_mixture(r: np.ndarray, values: dict[str, Any], rows: _Rows, positive_
             raise ValueError(f"{rows.names['group']} (group) has a missing value at row {rows.labels[i]!r}")
         out["group"] = jnp.asarray(codes)
     return out
+
+
+def _warn_duplicates(r: np.ndarray, values: dict[str, Any], rows: _Rows) -> None:
+    """Warn when rows repeat exactly (mixture, size, tokens, target and weight alike): a run entered twice counts
+    twice in the fit and narrows its intervals as if it were two measurements."""
+    roles = [role for role in ("size", "tokens", "y", "weight") if role in values]
+    table = np.column_stack([r, *(np.asarray(values[role], dtype=float) for role in roles)])
+    _, first, counts = np.unique(table, axis=0, return_index=True, return_counts=True)
+    repeated = counts > 1
+    if repeated.any():
+        row = int(first[repeated][0])
+        copies = int(np.sum(counts[repeated] - 1))
+        warnings.warn(
+            f"{copies} row(s) repeat another row exactly (e.g. row {rows.labels[row]!r}): each copy counts as a "
+            "measurement of its own and narrows the intervals; drop the copies unless they are replicate runs",
+            stacklevel=user_stacklevel(),
+        )
 
 
 def _parse_benchmark_frame(

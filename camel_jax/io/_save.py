@@ -16,6 +16,7 @@ import glob
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
 import zipfile
@@ -289,12 +290,24 @@ def _write_temporary(path: Path, write: Any) -> Path:
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, _file_mode(path))  # mkstemp's 0600 would make every output private, whatever the umask
         with os.fdopen(fd, "wb") as f:
             write(f)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp)
+
+
+def _file_mode(path: Path) -> int:
+    """The permissions a written file gets: those of the file it replaces, else 0666 less the process's umask (as
+    `open` would give a new file)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)  # read it the only portable way: set, then restore at once
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _remove_stale_temporaries(path: Path) -> None:
@@ -337,6 +350,8 @@ def _read(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
     for i, leaf in enumerate(leaves):
         if leaf.dtype.kind not in "biuf":
             raise ValueError(f"{path}: array leaf_{i} has dtype {leaf.dtype}; saved results hold numbers only")
+    # a file written on (or converted to) the other byte order holds the same numbers: read them in this machine's
+    leaves = [leaf.astype(leaf.dtype.newbyteorder("=")) if not leaf.dtype.isnative else leaf for leaf in leaves]
     return meta, leaves
 
 
@@ -562,6 +577,12 @@ def _check_finite(obj: Any, path: Path) -> None:
     def fit_ok(fitted: FitResult) -> bool:
         return finite(fitted.law) or not np.isfinite(np.asarray(fitted.objective)).all()
 
+    for fitted in [obj] if isinstance(obj, FitResult) else [obj.loss_fit] if isinstance(obj, PipelineFit) else []:
+        if not np.isfinite(np.asarray(fitted.objective)).any() and not finite(fitted.law):
+            raise ValueError(
+                f"{path}: field `law` holds non-finite parameters and `objective` is {np.asarray(fitted.objective)}: "
+                "every start of this fit failed, so nothing in it can be used; refit"
+            )
     if isinstance(obj, FitResult):
         ok = fit_ok(obj)
     elif isinstance(obj, BootstrapResult):
@@ -577,7 +598,7 @@ def _check_finite(obj: Any, path: Path) -> None:
 def _check_fit_data(fitted: FitResult, where: str) -> None:
     """A fit's data as `fit` would accept them: inputs of one length P and finite, y [P] or [T, P] finite (and > 0
     under log residuals) where weighted, weights finite, >= 0 and not all zero, one name per mixture column."""
-    from ..solver._checks import check_inputs, check_targets
+    from ..solver._checks import _check_positive, _check_simplex, check_inputs, check_targets
 
     try:
         arrays = check_inputs(fitted.inputs)
@@ -586,6 +607,13 @@ def _check_fit_data(fitted: FitResult, where: str) -> None:
             raise ValueError(f"`weights` has shape {np.shape(fitted.weights)}, `y` {np.shape(fitted.y)}")
     except ValueError as error:
         raise ValueError(f"{where}: the fitted data are invalid: {error}") from None
+    if arrays[0].ndim == 2 and "n_datasets" in getattr(fitted.law, "structure", dict)():
+        try:
+            _check_simplex(arrays[0])  # a mixture law's runs: rows on the simplex, sizes and tokens > 0
+            for i, a in enumerate(arrays[1:], start=1):
+                _check_positive(a, f"inputs[{i}] (model size or tokens)")
+        except ValueError as error:
+            raise ValueError(f"{where}: field `inputs` is invalid: {error}") from None
     if fitted.names is not None and (arrays[0].ndim != 2 or arrays[0].shape[1] != len(fitted.names)):
         raise ValueError(f"{where}: names {list(fitted.names)} do not match inputs[0] of shape {arrays[0].shape}")
     n_targets = 1 if np.ndim(fitted.y) == 1 else np.shape(fitted.y)[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -14,6 +15,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float
 
 from .._deprecated import renamed_keywords
+from .._warn import user_stacklevel
 from ..fitting._calibrate import Calibration
 from ..laws._base import count
 from ..solver._checks import check_key
@@ -83,6 +85,11 @@ def _bounds(n: int, lower, upper, reference, max_shift) -> tuple[np.ndarray, np.
         ref = _reference_mixture(reference, n)
         if not (np.isfinite(max_shift) and max_shift > 0):
             raise ValueError(f"`max_shift` must be finite and > 0; got {max_shift}")
+        if max_shift > 1:  # a percentage given as a number (20 for 20%): below the reference it would allow 0
+            raise ValueError(
+                f"`max_shift` is a fraction of the reference (0.2 for +-20%); got {max_shift:g}: above 1 the lower "
+                "bound would be negative, so it bounds nothing; give a fraction <= 1"
+            )
         lo = np.maximum(lo, ref * (1 - max_shift))
         hi = np.minimum(hi, ref * (1 + max_shift))
     bad = np.flatnonzero(lo > hi)
@@ -123,6 +130,34 @@ def check_model_size(size: Any, name: str = "model_size") -> float:
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"`{name}` must be finite and > 0 (a model size, in the laws' units); got {size!r}")
     return value
+
+
+# A target size this many times beyond the trained sizes (either way) is an extrapolation far from the data.
+FAR = 4.0
+
+
+def extrapolation_problem(fitted: Any, size: float) -> str | None:
+    """A sentence when `size` lies far outside the model sizes a fit was trained on (more than `FAR` times beyond
+    the largest or below the smallest, counting points of positive weight), else None.
+
+    **Arguments**:
+
+    - `fitted`: a `FitResult` whose `inputs[1]` are the model sizes (a mixture law of (r, size, ...)).
+    - `size`: the target model size, in the fit's units.
+
+    **Returns**: the sentence, or None (also for a fit without a size input).
+    """
+    if fitted is None or len(fitted.inputs) < 2 or np.ndim(fitted.inputs[1]) != 1:
+        return None
+    sizes = np.asarray(fitted.inputs[1])
+    sizes = sizes[np.asarray(fitted.weights).reshape(-1, len(sizes)).max(0) > 0]
+    low, high = float(sizes.min()), float(sizes.max())
+    if low / FAR <= size <= FAR * high:
+        return None
+    return (
+        f"size {size:g} is far outside the trained sizes [{low:g}, {high:g}] ({size / high:.3g}x the largest): the "
+        "prediction there rests on the law's form alone, not on data"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,6 +396,9 @@ def optimal_mixture(
         raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.AscentOptions(adam_steps=200)); got {ascent!r}")
     rules: dict[str, Any] = {}
     if isinstance(score, PipelineFit):
+        far = None if model_size is None else extrapolation_problem(score.loss_fit, check_model_size(model_size))
+        if far is not None:
+            warnings.warn(far, stacklevel=user_stacklevel())
         calibration = score.calibration if calibration is None else calibration
         rules = {"min_gain": score.score_noise, "support": score.support(),
                  "decision_calibration": score.decision_calibration}  # fmt: skip
@@ -369,10 +407,13 @@ def optimal_mixture(
     _check_reference(reference, max_shift, verdict and robust is not None)
     lo, hi = _bounds(n_datasets, lower, upper, reference if max_shift is not None else None, max_shift)
     f, per_resample = _score_of(score, model_size, robust)
+    if not isinstance(f, eqx.Module):
+        _check_score(f, n_datasets, jnp.result_type(float))
     bounded = bool(np.any(lo > 0) or np.any(hi < 1))
     steps = _Ascent(jnp.asarray(lo), jnp.asarray(hi), ascent.adam_steps, ascent.polish_steps,
                     float(ascent.learning_rate), bounded)  # fmt: skip
     result = _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), steps, per_resample)
+    _check_finite_value(result)
     if not (verdict and robust is not None):
         return result
     return _with_decision(result, cast(Pipeline, score), reference, cast(float, model_size), key, calibration,
@@ -426,6 +467,37 @@ def _with_decision(result, pipelines: Pipeline, reference: Any, model_size: floa
     decision = decide(pipelines, result.r, ref, model_size=float(model_size), key=jax.random.fold_in(key, 1),
                       calibration=calibration, level=level, **rules)  # fmt: skip
     return dataclasses.replace(result, decision=decision)
+
+
+def _check_score(f: Callable[[Array], Array], n: int, dtype: Any) -> None:
+    """A callable score takes a mixture r [n] and returns a scalar: checked on shapes alone (`jax.eval_shape`), so
+    that a score of another number of datasets is one line naming `n_datasets`, not an error deep in the ascent."""
+    try:
+        out = jax.eval_shape(f, jax.ShapeDtypeStruct((n,), dtype))
+    except (TypeError, ValueError, IndexError) as error:
+        message = str(error).strip().splitlines()[0].rstrip(".") if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"`score` cannot be evaluated on a mixture of n_datasets={n} weights: {message}; is `n_datasets` the "
+            "number of datasets the score's law was fitted on?"
+        ) from None
+    if getattr(out, "shape", None) != ():
+        shape = getattr(out, "shape", None)
+        raise ValueError(f"`score(r)` must return a scalar for a mixture r [{n}]; got shape {shape}")
+
+
+def _check_finite_value(result: MixtureResult) -> None:
+    """Every start's score is non-finite (NaN or infinite): there is no mixture to report (a traced result, under
+    `jax.grad` or `jax.jit`, is left as it is)."""
+    values = result.starts_value
+    if isinstance(values, jax.core.Tracer):
+        return
+    dead = ~np.isfinite(np.asarray(values)).any(axis=-1)
+    if np.any(dead):
+        raise ValueError(
+            f"the score is not finite (NaN or infinite) at any of the {np.shape(values)[-1]} starts' mixtures"
+            + (f" (resample {int(np.argmax(np.ravel(dead)))})" if np.ndim(dead) else "")
+            + ": no mixture can be chosen; check what the score returns, e.g. score(jnp.full(n, 1 / n))"
+        )
 
 
 def _check_reference(reference: Any, max_shift: Any, verdict: bool) -> None:

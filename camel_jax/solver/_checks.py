@@ -179,6 +179,12 @@ def check_inits(law: Any, inits: Any) -> None:
             f"{law.structure()}); got {type(inits).__name__} "
             f"{inits.structure() if hasattr(inits, 'structure') else ''}"
         )
+    ndim = [np.ndim(leaf) for leaf in jax.tree.leaves(law)][:1]
+    if ndim and np.ndim(jax.tree.leaves(inits)[0]) <= ndim[0]:
+        raise ValueError(
+            "`inits` must be a batch of starts, with a leading axis R on every array (e.g. "
+            "`jax.tree.map(lambda a: a[None], law)` for one start, or `result.best_laws()`); got a single law"
+        )
 
 
 def check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_residuals: bool) -> tuple[Array, Array]:
@@ -220,49 +226,64 @@ DESIGN_WARNINGS = "(fitting .* free parameters|the data hold|the best fit explai
 
 
 def warn_design(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
-    """Warn when the data cannot determine the law: fewer points than free parameters, or too few model sizes."""
+    """Warn when the data cannot determine the law: fewer points than free parameters, too few model sizes, or
+    one mixture (`design_problems`, which `FitResult.problems()` repeats so that they travel with the fit)."""
+    for problem in design_problems(law, arrays, W):
+        warnings.warn(problem, stacklevel=user_stacklevel())
+
+
+def design_problems(law: Any, arrays: Sequence[Any], W: Any) -> list[str]:
+    """What the design cannot determine, one sentence each: fewer points than free parameters, one model size or
+    fewer sizes than the parameters of the size dependence, or a mixture law fitted on one mixture ([] when none).
+
+    **Arguments**:
+
+    - `law`: one law (unbatched: its structure and size parameters are read).
+    - `arrays`: the fit's inputs; `W`: its weights ([P] or [T, P]; points of weight 0 are not in the design).
+
+    **Returns**: a list of sentences.
+    """
+    out = []
     n_params = n_free_parameters(law)
     n_used = int(np.min(np.sum(np.asarray(W) > 0, axis=-1)))
     if n_used < n_params:
-        warnings.warn(
+        out.append(
             f"fitting {n_params} free parameters to {n_used} points: the law is not identifiable from these data; "
-            "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`",
-            stacklevel=user_stacklevel(),
+            "consider tied=True (CAMEL), fewer intrinsic domains, or a `penalty`"
         )
-    _warn_sizes(law, arrays, W)
+    out += _size_problems(law, arrays, W)
     n = law.structure().get("n_datasets") if hasattr(law, "structure") else None
     if n is not None and np.ndim(arrays[0]) == 2:
-        used = (np.asarray(W).reshape(-1, arrays[0].shape[0]) > 0).any(axis=0)  # the data, not one resample
+        used = (np.asarray(W).reshape(-1, np.shape(arrays[0])[0]) > 0).any(axis=0)  # the data, not one resample
         if len(np.unique(np.round(np.asarray(arrays[0])[used], 12), axis=0)) < 2:
-            warnings.warn(
+            out.append(
                 "the data hold one mixture: nothing determines how the loss changes with the mixture, so the "
-                "mixture parameters are arbitrary and no mixture can be recommended from this fit",
-                stacklevel=user_stacklevel(),
+                "mixture parameters are arbitrary and no mixture can be recommended from this fit"
             )
+    return out
 
 
-def _warn_sizes(law: Any, arrays: tuple[Array, ...], W: Array) -> None:
-    """Warn when the design cannot support extrapolation in model size: one size, or fewer distinct sizes than
-    the parameters that describe the size dependence (the law's `size_parameters()`)."""
+def _size_problems(law: Any, arrays: Sequence[Any], W: Any) -> list[str]:
+    """The design cannot support extrapolation in model size: one size, or fewer distinct sizes than the
+    parameters that describe the size dependence (the law's `size_parameters()`)."""
     spec = law.size_parameters() if hasattr(law, "size_parameters") else None
     if spec is None:
-        return
+        return []
     position, n_size_params = spec
     sizes = np.asarray(arrays[position])
     n_sizes = min(len(np.unique(sizes[row > 0])) for row in np.asarray(W).reshape(-1, sizes.shape[0]))
     if n_sizes == 1:
-        warnings.warn(
+        return [
             f"the data hold one model size (inputs[{position}]): nothing determines how the loss changes with "
-            "size, so the size exponents and the floor C are arbitrary and predictions at other sizes meaningless",
-            stacklevel=user_stacklevel(),
-        )
-    elif n_sizes < n_size_params:
-        warnings.warn(
+            "size, so the size exponents and the floor C are arbitrary and predictions at other sizes meaningless"
+        ]
+    if n_sizes < n_size_params:
+        return [
             f"the data hold {n_sizes} distinct model sizes for {n_size_params} parameters of the size dependence: "
             "the floor and the size exponents are not determined (see `FitResult.identifiability()`); "
-            "extrapolation in size is unreliable",
-            stacklevel=user_stacklevel(),
-        )
+            "extrapolation in size is unreliable"
+        ]
+    return []
 
 
 # Correlation of log tokens with log size above which a law of both cannot tell their effects apart.

@@ -1,0 +1,35 @@
+"""What the command line's parser needs from the laws, without importing them (and JAX): `--help` and argument
+errors answer at once. tests/test_doors.py checks these against `laws._registry` and `laws._camel`."""
+
+# `laws._registry.LAW_NAMES`: the registered names, then the aliases
+LAW_NAMES = (
+    "camel-tied",
+    "camel-free",
+    "camel-data-tied",
+    "camel-data-free",
+    "sodm-additive",
+    "sodm-joint",
+    "dml",
+    "chinchilla",
+    "power",
+    "log-linear",
+    "log-linear-size",
+    "camel",
+    "camel-data",
+    "sodm",
+)
+# `laws._camel.CAPACITY_EXPONENT`: tied CAMEL's capacity ~ M^c, the paper's scale index
+CAPACITY_EXPONENT = 3.0
+
+
+class DeferredModule:
+    """A module imported at its first attribute access: the subcommands' `np`, so that building the parser (for
+    `--help` and argument errors) imports no numpy (a third of a second on a loaded machine)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attribute)
