@@ -130,7 +130,14 @@ def main() -> None:
     parser.add_argument("--methods", default="next,random," + ",".join(cj.STRATEGIES))
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
+    parser.add_argument("--replot", default=None, help="draw --figure from the rows of an earlier run's --out CSV")
     args = parser.parse_args()
+    if args.replot:
+        rows = pd.read_csv(args.replot)
+        tables = rows.groupby("table", sort=False)
+        figure({name: {m: replay_curve(g, FRACTIONS, m) for m in METRICS} for name, g in tables}, args.figure)
+        print(f"wrote {args.figure}")
+        return
     print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}")
     frames, curves = [], {}
     for name in args.tables.split(","):

@@ -164,3 +164,26 @@ def test_the_loop_on_the_command_line_proposes_four_distinct_runs(runs_csv, tmp_
     assert "more runs stop paying" in printed or "more runs still pay" in printed
     if law == "camel-data-tied":  # a token-aware law: each run is (mixture, size, tokens), the target's tokens said
         assert "tokens at size 1.6e+09" in printed and printed.count(", tokens ") >= 4
+
+
+def test_a_fit_of_several_targets_is_decided_on_its_weighted_objective():
+    """`WeightedTargets`, the ensemble `next` builds for a fit of several losses: weights (1, 0) are target 0."""
+    from camel_jax.mixture._next import WeightedTargets
+
+    first, second = spread_ensemble().laws, named(spread_ensemble(), NAMES).laws
+    second = jax.tree.map(lambda leaf: leaf[::-1], second)  # another ensemble member per resample
+    both = jax.tree.map(lambda a, b: np.stack([a, b], axis=1), first, second)  # [B, T=2, ...]
+    B = int(np.shape(jax.tree.leaves(first)[0])[0])
+    common = dict(budget=1e9, target_size=20.0, key=jax.random.key(1), batch=3, noise=1e-3, replace=False)
+    table = candidates()
+    alone = cj.next_runs(cj.BootstrapResult.of_laws(first), table, **common)
+    weighted = WeightedTargets(both, np.broadcast_to(np.array([1.0, 0.0]), (B, 2)))
+    same = cj.next_runs(cj.BootstrapResult.of_laws(weighted), table, **common)
+    assert list(same.index) == list(alone.index)
+    np.testing.assert_allclose(same["score"], alone["score"], rtol=1e-9)
+    mixed = WeightedTargets(both, np.broadcast_to(np.array([0.5, 0.5]), (B, 2)))
+    r, M = np.asarray(table[list(NAMES)]), np.asarray(table["size"])
+    np.testing.assert_allclose(
+        jax.vmap(lambda law: law(r, M))(mixed),
+        0.5 * jax.vmap(lambda law: law(r, M))(first) + 0.5 * jax.vmap(lambda law: law(r, M))(second), rtol=1e-12
+    )

@@ -154,7 +154,7 @@ def _mixtures(args: argparse.Namespace, context: Any) -> tuple[list[str], np.nda
     if reference is None and context is not None:
         reference = context.centre()
         print("reference: the fitted runs' mean mixture (" + ", ".join(
-            f"{c} {x:.4f}" for c, x in zip(names, reference)) + "); --reference sets another")  # fmt: skip
+            f"{c} {x:.4f}" for c, x in zip(context.columns, reference)) + "); --reference sets another")  # fmt: skip
     if reference is not None:
         if names is not None and len(names) != len(reference):
             raise UserError(f"--reference has {len(reference)} shares for {len(names)} mixture columns {names}")

@@ -141,6 +141,8 @@ def _candidate_table(candidates: Any, context: Any, args: argparse.Namespace) ->
     column, for a token-aware fit), with the fit's column names."""
     from ..experiments._design import active_params, size_units
 
+    if len(candidates) == 0:
+        raise UserError(f"{args.candidates} has no rows: no candidate runs to choose from")
     size = context.size if context is not None and context.size in candidates.columns else "size"
     tokens = None
     if context is not None and context.token_aware:
@@ -157,7 +159,7 @@ def _candidate_table(candidates: Any, context: Any, args: argparse.Namespace) ->
             theirs = "parameter counts" if context.units == "params" else "the paper's size index"
             raise UserError(f"{args.candidates}: column {size!r} is not in the fit's units ({theirs}, "
                             f"{context.sizes.min():.4g} to {context.sizes.max():.4g})")  # fmt: skip
-        if size_units([args.size]) != context.units:
+        if size_units(np.asarray([args.size])) != context.units:
             raise UserError(f"--size {args.size:g} is not in the fit's units: its sizes run from "
                             f"{context.sizes.min():.4g} to {context.sizes.max():.4g}")  # fmt: skip
     if "flops" not in candidates.columns:
@@ -279,6 +281,6 @@ def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any, weights: Any = 
         resamples = boot.resamples
         laws.append(boot.laws)
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves, axis=1), *laws)  # [B, T, ...]
-    B = np.shape(resamples)[0]
+    B = np.shape(np.asarray(resamples))[0]
     combined = WeightedTargets(stacked, jnp.broadcast_to(jnp.asarray(weights), (B, len(weights))))
     return BootstrapResult.of_laws(combined), noise if args.noise is None else args.noise
