@@ -180,10 +180,34 @@ def test_a_fit_of_several_targets_is_decided_on_its_weighted_objective():
     weighted = WeightedTargets(both, np.broadcast_to(np.array([1.0, 0.0]), (B, 2)))
     same = cj.next_runs(cj.BootstrapResult.of_laws(weighted), table, **common)
     assert list(same.index) == list(alone.index)
-    np.testing.assert_allclose(same["score"], alone["score"], rtol=1e-9)
+    # the recommendation r* is an optimizer's answer, met to its tolerance on either path: scores agree to ~1e-8
+    np.testing.assert_allclose(same["score"], alone["score"], rtol=1e-6)
     mixed = WeightedTargets(both, np.broadcast_to(np.array([0.5, 0.5]), (B, 2)))
     r, M = np.asarray(table[list(NAMES)]), np.asarray(table["size"])
     np.testing.assert_allclose(
         jax.vmap(lambda law: law(r, M))(mixed),
         0.5 * jax.vmap(lambda law: law(r, M))(first) + 0.5 * jax.vmap(lambda law: law(r, M))(second), rtol=1e-12
     )
+
+
+def test_gradient_design_ascends_the_variance_removed_per_flop():
+    """continuous_next_runs: each run's score is `variance_reduction` at its (rounded) mixture, and ascent beats
+    random mixtures at the same size."""
+    from camel_jax.mixture._continuous_next import continuous_next_runs
+
+    boot = spread_ensemble()
+    out = continuous_next_runs(boot, [4.0, 8.0], [4.0**3, 8.0**3], target_size=20.0, noise=1e-3,
+                               key=jax.random.key(0), batch=2, names=NAMES, steps=60)  # fmt: skip
+    assert len(out) == 2 and list(out.columns[:3]) == list(NAMES)
+    r = out[list(NAMES)].to_numpy()
+    np.testing.assert_allclose(r.sum(axis=1), 1.0, rtol=1e-12)
+    at = lambda rows, size: np.asarray(  # noqa: E731
+        jax.vmap(lambda law: law(np.atleast_2d(rows), np.full(len(np.atleast_2d(rows)), size)))(boot.laws)
+    )
+    q = at(out.attrs["recommended"], 20.0)[:, 0]
+    first = cj.variance_reduction(q, at(r[0], out["size"].iloc[0]), 1e-3)[0]
+    np.testing.assert_allclose(out["score"].iloc[0], first, rtol=1e-6)
+    random_r = random_mixtures(np.random.default_rng(5), 64, 3)
+    best_random = cj.variance_reduction(q, at(random_r, out["size"].iloc[0]), 1e-3).max()
+    assert out["score"].iloc[0] >= 0.9 * best_random
+    assert out["sd_after"].iloc[-1] < out.attrs["sd_before"]
