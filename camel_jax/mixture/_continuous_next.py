@@ -19,7 +19,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pandas as pd
 from jaxtyping import Array
 
@@ -33,7 +32,7 @@ def _conditional_score(q: Array, Fc: Array, g: Array, noise2: float) -> Array:
     """The variance of q that observing g (noise variance noise2) removes, given the chosen outcomes Fc [B, k]."""
     B = q.shape[0]
     Z = jnp.concatenate([q[:, None], Fc, g[:, None]], axis=1)
-    Z = Z - Z.mean(axis=0)
+    Z = Z - Z.mean(axis=0, keepdims=True)
     S = Z.T @ Z / (B - 1)
     k = Fc.shape[1]
     cov_qg, var_g = S[0, -1], S[-1, -1]
@@ -90,7 +89,6 @@ def continuous_next_runs(
     choice = optimal_mixture(_MeanLoss(laws, M_t), n, key=key_opt)
     q = _law_outcomes(laws, jnp.asarray(choice.r)[None, :], M_t)[:, 0]
     noise2 = float(noise) ** 2 + (1e-12 * float(jnp.std(q))) ** 2
-    optimizer = optax.adam(learning_rate)
 
     def outcome(z: Array, size: Array) -> Array:
         return _law_outcomes(laws, jax.nn.softmax(z)[None, :], size[None])[:, 0]
@@ -100,12 +98,17 @@ def continuous_next_runs(
         def loss(z: Array) -> Array:
             return -_conditional_score(q, Fc, outcome(z, size), noise2)
 
-        def step(carry: Any, _: Any) -> tuple[Any, None]:
-            z, state = carry
-            updates, state = optimizer.update(jax.grad(loss)(z), state)
-            return (optax.apply_updates(z, updates), state), None
+        def step(carry: Any, t: Array) -> tuple[Any, None]:
+            # Adam (Kingma & Ba 2015), written out: one dtype throughout (optax's bias correction mixes int32 counts)
+            z, m, v = carry
+            grad = jax.grad(loss)(z)
+            m = 0.9 * m + 0.1 * grad
+            v = 0.999 * v + 0.001 * grad**2
+            m_hat, v_hat = m / (1 - 0.9**t), v / (1 - 0.999**t)
+            return (z - learning_rate * m_hat / (jnp.sqrt(v_hat) + 1e-12), m, v), None
 
-        (z, _), _ = jax.lax.scan(step, (z0, optimizer.init(z0)), None, length=steps)
+        counts = jnp.arange(1, steps + 1, dtype=z0.dtype)
+        (z, _, _), _ = jax.lax.scan(step, (z0, jnp.zeros_like(z0), jnp.zeros_like(z0)), counts)
         return z, -loss(z)
 
     rows: list[dict[str, Any]] = []
