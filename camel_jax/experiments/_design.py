@@ -45,6 +45,34 @@ def flops(active_params: ArrayLike, tokens: ArrayLike) -> np.ndarray:
     return 6.0 * np.asarray(active_params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
+# Sizes this large are parameter counts; below, the paper's size index M (active parameters ~1.47e5 M^3).
+PARAMETER_COUNT_FLOOR = 1e4
+
+
+def size_units(sizes: ArrayLike) -> str:
+    """`"params"` when `sizes` are parameter counts (any >= `PARAMETER_COUNT_FLOOR`), else `"index"` (the paper's
+    size index M, whose active parameters are `paper_active_params(M)`)."""
+    return "params" if np.max(np.asarray(sizes, dtype=float)) >= PARAMETER_COUNT_FLOOR else "index"
+
+
+def active_params(sizes: ArrayLike) -> np.ndarray:
+    """Active parameters N of each size, in either unit of `size_units`: parameter counts as they are, a size index
+    through the paper's architecture."""
+    from ._simulate import paper_active_params
+
+    sizes = np.asarray(sizes, dtype=float)
+    return sizes if size_units(sizes) == "params" else np.asarray(paper_active_params(sizes), dtype=float)
+
+
+def tokens_for_size(sizes: ArrayLike, tokens: ArrayLike, at: ArrayLike) -> np.ndarray:
+    """Tokens at the sizes `at` along the runs' tokens-for-size line: log tokens regressed on log size over the runs
+    (`sizes`, `tokens`); the runs' geometric-mean tokens when they hold one size."""
+    log_size, log_tokens = np.log(np.asarray(sizes, float)), np.log(np.asarray(tokens, float))
+    slope = np.polyfit(log_size, log_tokens, 1)[0] if np.ptp(log_size) > 0 else 0.0
+    intercept = float(np.mean(log_tokens - slope * log_size))
+    return np.exp(intercept + slope * np.log(np.asarray(at, float)))
+
+
 def perturbed_mixtures(reference: ArrayLike | Sequence[float], factor: float = 0.2) -> np.ndarray:
     """The reference mixture and, for each dataset j, r_j -> (1 +- factor) r_j with the other datasets rescaled
     proportionally so that the row sums to 1: 2n+1 rows (paper Appendix "Details of Datasets").

@@ -20,7 +20,7 @@ from ..solver._checks import check_key
 from ._optimize import _reference_mixture, check_model_size, optimal_mixture
 from ._pipeline import Pipeline, PipelineFit
 
-NEXT_COLUMNS = ("order", "score", "score_per_flop", "cost", "cumulative_cost", "sd_after")
+NEXT_COLUMNS = ("order", "score", "score_per_flop", "cost", "cumulative_cost", "sd_after", "shift")
 
 
 def variance_reduction(q: ArrayLike, F: ArrayLike, noise: ArrayLike) -> np.ndarray:
@@ -73,11 +73,20 @@ def _scores(S: np.ndarray, s2: np.ndarray) -> np.ndarray:
 
 
 def greedy_batch(
-    q: ArrayLike, F: ArrayLike, noise: ArrayLike, cost: ArrayLike, *, budget: float, batch: int, replace: bool = True
+    q: ArrayLike,
+    F: ArrayLike,
+    noise: ArrayLike,
+    cost: ArrayLike,
+    *,
+    budget: float,
+    batch: int,
+    replace: bool = True,
+    same: ArrayLike | None = None,
 ) -> list[tuple[int, float, float]]:
     """Up to `batch` candidates within `budget` FLOPs, each the best variance reduction per FLOP given the ones
     chosen before it (their outcomes are conditioned on: a rank-one update of the ensemble covariance, so a second
-    copy of a chosen run is worth less than the first; `replace=False` chooses each candidate at most once).
+    copy of a chosen run is worth less than the first; `replace=False` chooses each candidate at most once, and
+    with `same` (an id per candidate, equal for copies of one run) no copy of a chosen run either).
     Returns [(index, score, sd of q after)]."""
     S, s2 = _joint(q, F, noise)
     cost = np.asarray(cost, float)
@@ -94,25 +103,46 @@ def greedy_batch(
         column = S[:, c + 1].copy()
         S = S - np.outer(column, column) / (S[c + 1, c + 1] + s2[c])
         spent += float(cost[c])
-        available[c] = replace
+        if not replace:
+            available[c] = False
+            if same is not None:
+                available[np.asarray(same) == np.asarray(same)[c]] = False
         chosen.append((c, float(scores[c]), float(np.sqrt(max(S[0, 0], 0.0)))))
     return chosen
 
 
 class _MeanLoss(eqx.Module):
-    """Minus the resample-mean loss at (r, size): its maximizer is a loss law's recommended mixture. A Module, so
-    that new laws of the same shapes reuse the optimizer's compiled program."""
+    """Minus the resample-mean loss at (r, size[, tokens]): its maximizer is a loss law's recommended mixture. A
+    Module, so that new laws of the same shapes reuse the optimizer's compiled program."""
 
     laws: Any
     size: Array
+    tokens: tuple[Array, ...] = ()
 
     def __call__(self, r: Array) -> Array:
-        return -jnp.mean(_law_outcomes(self.laws, r[None, :], self.size))
+        return -jnp.mean(_law_outcomes(self.laws, r[None, :], self.size, *self.tokens))
 
 
 @eqx.filter_jit
-def _law_outcomes(laws: Any, r: Array, size: Array) -> Array:
-    return jax.vmap(lambda law: law(r, size))(laws)
+def _law_outcomes(laws: Any, r: Array, size: Array, *tokens: Array) -> Array:
+    return jax.vmap(lambda law: law(r, size, *tokens))(laws)
+
+
+class WeightedTargets(eqx.Module):
+    """A law of several targets (a fit of T validation losses, batched [T, ...]) read as one: the weighted sum of
+    its targets' predictions, `weights @ [law_t(inputs)]_t` (the objective of `target_weights`). Batched over
+    resamples like any law ([B, T, ...] laws, [B, T] weights), so `BootstrapResult.of_laws` and `next_runs` take it.
+
+    **Fields**: `laws` (the per-target laws, leading axis T), `weights` [T] (>= 0, summing to 1)."""
+
+    laws: Any
+    weights: Array
+
+    def __call__(self, *inputs: Array) -> Array:
+        return self.weights @ jax.vmap(lambda law: law(*inputs))(self.laws)
+
+    def structure(self) -> dict[str, Any]:
+        return self.laws.structure() if hasattr(self.laws, "structure") else {}
 
 
 @eqx.filter_jit
@@ -120,7 +150,9 @@ def _pipeline_outcomes(pipelines: Pipeline, r: Array, size: Array) -> Array:
     return pipelines.score(r, size)
 
 
-def _ensemble(fitted: Any, noise: float | None, target_size: float) -> tuple[Any, Any, dict[str, Any], float]:
+def _ensemble(
+    fitted: Any, noise: float | None, target_size: float, target_tokens: float | None = None
+) -> tuple[Any, Any, dict[str, Any], float]:
     """(f(r, M) -> [B, P] per resample, the score `optimal_mixture` maximizes for the recommendation and its
     keywords, the noise sd of one measured outcome)."""
     if isinstance(fitted, PipelineFit):
@@ -136,13 +168,20 @@ def _ensemble(fitted: Any, noise: float | None, target_size: float) -> tuple[Any
         options = {"model_size": float(target_size), "robust": "mean"}
         return functools.partial(_pipeline_outcomes, fitted), fitted, options, float(noise)
     if isinstance(fitted, BootstrapResult):
-        score = _MeanLoss(fitted.laws, jnp.full(1, float(target_size)))
+        at = () if target_tokens is None else (jnp.full(1, float(target_tokens)),)
+        score = _MeanLoss(fitted.laws, jnp.full(1, float(target_size)), at)
         return functools.partial(_law_outcomes, fitted.laws), score, {}, float(noise)
     raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
 
 
 def _candidate_runs(
-    candidates: Any, mixture: Sequence[str] | None, names: Sequence[str] | None, n: int, size: str, cost: str
+    candidates: Any,
+    mixture: Sequence[str] | None,
+    names: Sequence[str] | None,
+    n: int,
+    size: str,
+    cost: str,
+    tokens: str | None = None,
 ) -> MixtureData:
     """The candidates' mixtures, sizes and costs (as the target), checked like any runs table. The mixture columns
     are `mixture` when given, else those the fit was made on (`names`, matched by name), else the `r_*` columns."""
@@ -156,7 +195,7 @@ def _candidate_runs(
             raise ValueError(f"`mixture` names {len(columns)} column(s) {columns}; the fit has {n} datasets")
     else:
         columns = match_mixture_columns(candidates, names, n, "`candidates`")
-    return MixtureData.from_frame(candidates, mixture=columns, target=cost, size=size)
+    return MixtureData.from_frame(candidates, mixture=columns, target=cost, size=size, tokens=tokens)
 
 
 def _fit_names(fitted: Any) -> tuple[tuple[str, ...] | None, int]:
@@ -169,7 +208,8 @@ def _fit_names(fitted: Any) -> tuple[tuple[str, ...] | None, int]:
         n = fitted.laws.structure().get("n_datasets") if hasattr(fitted.laws, "structure") else None
         if n is None:
             raise ValueError("`fitted` must be a bootstrap of a mixture law (one declaring n_datasets)")
-        return None, int(n)
+        names = getattr(fitted, "names", None)  # a bootstrap of named columns carries them (issue 55)
+        return (None if names is None else tuple(str(c) for c in names)), int(n)
     raise TypeError(f"`fitted` must be a PipelineFit, a batched Pipeline or a BootstrapResult; got {type(fitted)}")
 
 
@@ -188,6 +228,8 @@ def next_runs(
     mixture: Sequence[str] | None = None,
     size: str = "size",
     cost: str = "flops",
+    tokens: str | None = None,
+    target_tokens: float | None = None,
 ) -> pd.DataFrame:
     """The next runs to train: candidates ranked by how much their outcome would sharpen the decision, per FLOP.
 
@@ -210,17 +252,33 @@ def next_runs(
       chosen again (a replicate with fresh noise; False when each row can be trained once); `key`: the
       optimizer's starts.
     - `max_shift`: recommend within reference (1 +- max_shift), as `optimal_mixture` does (needs `reference`).
+    - `tokens`, `target_tokens`: for a bootstrap of a token-aware law (inputs (r, size, tokens)): the candidates'
+      tokens column and the training tokens at `target_size` the decision is for. A candidate is then a
+      (mixture, size, tokens) run.
+
+    With `replace=False`, each run is chosen at most once: rows of `candidates` that repeat a chosen run (the same
+    mixture, size and tokens) are not chosen again either.
 
     **Returns**: the chosen rows of `candidates` in order of choice, with `NEXT_COLUMNS`: `score` (the variance of
-    q removed, in squared score units), `score_per_flop`, `cost`, `cumulative_cost` and `sd_after` (the sd of q
-    once the runs so far are measured). Empty when no candidate fits the budget or none would tell anything.
-    `attrs["recommended"]` is r* [n] and `attrs["sd_before"]` the sd of q over the resamples today.
+    q removed, in squared score units), `score_per_flop`, `cost`, `cumulative_cost`, `sd_after` (the sd of q once
+    the runs so far are measured) and `shift` (sqrt(score): the sd of the change of q's estimate that measuring the
+    run is expected to make). Empty when no candidate fits the budget or none would tell anything.
+    `attrs["recommended"]` is r* [n], `attrs["sd_before"]` the sd of q over the resamples today and
+    `attrs["noise"]` the sd of one measured outcome: a run whose `shift` is below it is not expected to move the
+    decision by more than one run's measurement noise (more runs stop paying).
     """
     check_key(key)
     if noise is not None and not (isinstance(noise, (int, float, np.number)) and np.isfinite(noise) and noise >= 0):
         raise ValueError(f"`noise` must be a finite number >= 0 (the sd of one measured outcome); got {noise!r}")
     target_size = check_model_size(target_size, "target_size")
-    f, score, options, noise_sd = _ensemble(fitted, noise, target_size)
+    if (tokens is None) != (target_tokens is None):
+        raise ValueError("`tokens` (the candidates' tokens column) and `target_tokens` go together: give both for a "
+                         "token-aware law, neither otherwise")  # fmt: skip
+    if target_tokens is not None:
+        target_tokens = check_model_size(target_tokens, "target_tokens")
+        if not isinstance(fitted, BootstrapResult):
+            raise ValueError("`tokens`/`target_tokens` are for a bootstrap of a token-aware law; a pipeline takes none")
+    f, score, options, noise_sd = _ensemble(fitted, noise, target_size, target_tokens)
     if not (np.isfinite(noise_sd) and noise_sd >= 0):
         raise ValueError(f"the fit's outcome noise is {noise_sd!r}: pass `noise` (the sd of one measured outcome)")
     if not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
@@ -228,22 +286,35 @@ def next_runs(
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"`batch` must be an integer >= 1; got {batch!r}")
     names, n = _fit_names(fitted)
-    table = _candidate_runs(candidates, mixture, names, n, size, cost)
+    table = _candidate_runs(candidates, mixture, names, n, size, cost, tokens)
     if reference is not None:
         reference = _reference_mixture(reference, n)
     M_t = jnp.full(1, float(target_size))
+    at_target: tuple[Array, ...] = () if target_tokens is None else (jnp.full(1, float(target_tokens)),)
+    at_candidates: tuple[Array, ...] = () if target_tokens is None else (jnp.asarray(table.tokens),)
     region: dict[str, Any] = {} if max_shift is None else {"reference": reference, "max_shift": max_shift}
     choice = optimal_mixture(score, table.n_datasets, key=key, **options, **region)
     r_star = jnp.asarray(choice.r)[None, :]
-    q = f(r_star, M_t)[:, 0]
+    q = f(r_star, M_t, *at_target)[:, 0]
     if reference is not None:
-        q = q - f(jnp.asarray(reference, dtype=r_star.dtype)[None, :], M_t)[:, 0]
-    F = np.asarray(f(table.r, table.size))  # in the fit's precision: the rounding floor of `_noise_variance`
+        q = q - f(jnp.asarray(reference, dtype=r_star.dtype)[None, :], M_t, *at_target)[:, 0]
+    F = np.asarray(f(table.r, table.size, *at_candidates))  # the fit's precision: `_noise_variance`'s rounding floor
+    same = None if replace else _same_runs(table)
     picks = greedy_batch(np.asarray(q), F, noise_sd, np.asarray(table.y), budget=float(budget), batch=batch,
-                         replace=bool(replace))  # fmt: skip
+                         replace=bool(replace), same=same)  # fmt: skip
     out = _chosen(candidates, picks, np.asarray(table.y))
-    out.attrs = {"recommended": np.asarray(choice.r), "sd_before": float(np.std(np.asarray(q), ddof=1))}
+    out.attrs = {"recommended": np.asarray(choice.r), "sd_before": float(np.std(np.asarray(q), ddof=1)),
+                 "noise": float(noise_sd)}  # fmt: skip
     return out
+
+
+def _same_runs(table: MixtureData) -> np.ndarray:
+    """An id per candidate: equal for rows that describe the same run (mixture, size and tokens to 1e-9)."""
+    columns = [np.asarray(table.r, float), np.log(np.asarray(table.size, float))[:, None]]
+    if table.tokens is not None:
+        columns.append(np.log(np.asarray(table.tokens, float))[:, None])
+    key = np.round(np.concatenate(columns, axis=1), 9)
+    return np.unique(key, axis=0, return_inverse=True)[1].ravel()
 
 
 def _chosen(candidates: pd.DataFrame, picks: list[tuple[int, float, float]], cost: np.ndarray) -> pd.DataFrame:
@@ -256,4 +327,5 @@ def _chosen(candidates: pd.DataFrame, picks: list[tuple[int, float, float]], cos
         cost=cost[index],
         cumulative_cost=np.cumsum(cost[index]),
         sd_after=[sd for _, _, sd in picks],
+        shift=[float(np.sqrt(max(s, 0.0))) for _, s, _ in picks],
     )
