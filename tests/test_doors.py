@@ -291,6 +291,12 @@ def test_the_parsers_law_names_are_the_registry():
     from camel_jax.laws._registry import LAW_NAMES
 
     assert _names.LAW_NAMES == LAW_NAMES and _names.CAPACITY_EXPONENT == CAPACITY_EXPONENT
+    from camel_jax.mixture._export import EXPORT_FORMATS
+
+    assert _names.EXPORT_FORMATS == dict(EXPORT_FORMATS)
+    from camel_jax.data._formats import FORMATS
+
+    assert _names.READER_FORMATS == FORMATS
 
 
 def test_the_progress_bar_draws_counts_on_a_terminal_only():

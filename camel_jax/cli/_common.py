@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._names import DeferredModule
+from ._names import READER_FORMATS, DeferredModule
 
 if TYPE_CHECKING:
     import numpy as np
@@ -201,7 +201,6 @@ READER_FLAGS = (
 
 def add_reader_flags(parser: Any, *, table: str = "table") -> None:
     """The `read_runs` flags on a subcommand's parser (`read_table(args)` reads them)."""
-    from ..data._formats import FORMATS
 
     parser.add_argument("--mixture", help="the mixture: comma-separated columns, a glob ('weight_*'), or one "
                         "column of shares joined by '-', ',' or ' ' (default: the r_* columns, else the format's)")
@@ -216,7 +215,8 @@ def add_reader_flags(parser: Any, *, table: str = "table") -> None:
                         "count (the nearest checkpoint), or all (every checkpoint; runs resampled whole)")  # fmt: skip
     parser.add_argument("--names", help="comma-separated dataset names (for a column of shares)")
     parser.add_argument("--normalize", action="store_true", help="rescale mixtures whose shares sum off 1")
-    parser.add_argument("--format", choices=FORMATS, help="a published format (default: recognized from the columns)")
+    parser.add_argument("--format", choices=READER_FORMATS,
+                        help="a published format (default: recognized from the columns)")  # fmt: skip
     parser.add_argument("--run", help="column identifying the training run (tells replicate runs apart)")
 
 

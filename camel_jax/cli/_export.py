@@ -10,11 +10,15 @@ import dataclasses
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ._common import UserError, _check_destination, _read_csv, _training_data, _write_outputs
+from ._names import EXPORT_FORMATS, DeferredModule
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 # The columns that name a dataset in --available and --paths (one of them); the value columns.
 NAME_COLUMNS = ("dataset", "domain", "name")
@@ -25,8 +29,6 @@ LEVEL = 0.95
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`optimize`'s flags for availability caps and exports."""
-    from ..mixture._export import EXPORT_FORMATS
-
     group = parser.add_argument_group("availability caps and exports to trainers")
     group.add_argument("--available", default=None, help="CSV of the tokens each dataset has: a dataset column "
                        f"({', '.join(NAME_COLUMNS)}) and a tokens column, matched to the fit's datasets by name; "

@@ -18,6 +18,16 @@ LAW_NAMES = (
     "camel-data",
     "sodm",
 )
+# `mixture._export.EXPORT_FORMATS`: the formats `optimize --export` writes and their files' suffixes
+EXPORT_FORMATS = {
+    "json": ".mixture.json",
+    "olmo-core": ".olmo-core.yaml",
+    "levanter": ".levanter.yaml",
+    "megatron": ".megatron.txt",
+    "nanotron": ".nanotron.yaml",
+}
+# `data._formats.FORMATS`: the published formats the reader knows by name
+READER_FORMATS = ("dmsl", "mixinglaws", "olmix", "regmix")
 # `laws._camel.CAPACITY_EXPONENT`: tied CAMEL's capacity ~ M^c, the paper's scale index
 CAPACITY_EXPONENT = 3.0
 
