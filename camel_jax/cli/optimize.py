@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> None:
     _deprecated_objective(args)
     if isinstance(saved, FitResult) and args.weights and saved.n_targets is None:
         raise UserError(
-            f"{args.saved} is a loss fit of one target: `optimize` minimizes its predicted loss, and --weights (the "
+            f"{args.saved} is a loss fit: `optimize` minimizes its one predicted loss, and --weights (the "
             "objective over several losses, or a pipeline's benchmark weights) does not apply; drop it"
         )
     if not isinstance(saved, FitResult) and (args.out or args.support != "data"):
@@ -162,7 +162,7 @@ def _decide_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], ke
 
     if saved.law.structure().get("n_datasets") is None:
         raise UserError(f"a {type(saved.law).__name__} fit has no mixture to optimize")
-    reference = _floats(args.reference, "reference") if args.reference else None
+    reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
     targets = target_names(args.saved, saved)
     try:
         weights = parse_weights(args.weights) if args.weights else None

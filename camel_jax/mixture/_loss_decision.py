@@ -9,9 +9,10 @@ benchmark scores:
 - its **band**: each resample's own optimum, whose spread per share says how firmly the data place the pick;
 - the **gain** over a reference mixture, objective(reference) - objective(pick) (a loss reduction: > 0 improves),
   drawn once per resample for both mixtures (the same resample's law for both), with its band and P(improves);
-- a **verdict** ("improves" / "not resolved", the pipeline's `VERDICTS`): "improves" when the gain exceeds the
-  noise floor (the noise of one run's objective) in at least `level` of the draws and the pick lies in the support
-  region; the `reason` says why not otherwise.
+- a **verdict** ("improves" / "not resolved", the pipeline's `VERDICTS`): "improves" when the gain's band at `level`
+  lies above 0, its median reaches the noise floor (the noise of one run's objective: a smaller gain could not be
+  confirmed by training the run) and the pick lies in the support region, as the pipeline's calibrated verdict
+  reads it; the `reason` says why not otherwise.
 
 With a `Calibration` (`cj.calibrate` on the same fit's data), the extrapolation error past the largest trained size is
 drawn into every resample's objective as the pipeline's verdict draws it (`score_draws`): a level error shared by
@@ -48,12 +49,13 @@ from ..fitting._calibrate import Calibration, replicate_noise
 from ..fitting._fit import FitResult, evaluate
 from ..laws._base import count
 from ..solver._checks import check_key
-from ._decide import VERDICTS, Decision, _doubt
+from ._decide import VERDICTS, Decision, _outside
 from ._objective import target_weights
 from ._optimize import AscentOptions, _Ascent, _bounds, _reference_mixture, check_model_size
 
-# Each share's trained range is widened by this fraction of itself on each side to make the default search region.
 SUPPORT_MARGIN = 0.25
+"""The default support region's margin: each share's trained range is widened by this fraction of itself on each
+side (`data_support`, `decide_loss`)."""
 
 
 def data_support(
@@ -283,7 +285,7 @@ def decide_loss(
     - `support`: "data" (default: the trained range widened by `SUPPORT_MARGIN`, `data_support`), "simplex", or
       (lower [n], upper [n]). `lower`, `upper`, `max_shift` (with `reference`: r_j within ref_j (1 +- max_shift)):
       explicit bounds, replacing the region.
-    - `level`: the bands' level and the share of draws the gain must win in; `min_gain`: the smallest gain worth a
+    - `level`: the bands' level (the gain's must lie above 0 for "improves"); `min_gain`: the smallest gain worth a
       verdict (default `loss_noise`: the noise of one run's objective).
     - `restarts`, `ascent`: starts and steps of the ascent (`AscentOptions`), for the pick and every resample.
 
@@ -370,7 +372,11 @@ def _verdict(boot, pick, ref, value, ref_value, inputs, w, key, cal, level, floo
     q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
     g_low, g_mid, g_high = np.percentile(gain, q)
     v_low, _, v_high = np.percentile(draws[:, 0], q)
-    reason = _doubt(gain, pick, level, floor, region)
+    reason = _outside(pick, region)
+    if not reason and g_low <= 0:
+        reason = f"the gain's {level:.0%} band reaches 0"
+    if not reason and g_mid < floor:
+        reason = f"the gain is below the noise floor {floor:.2g} ({floor_source})"
     source = "bootstrap + extrapolation error" if cal is not None else "bootstrap only: not calibrated"
     return Decision(
         gain=float(g_mid), gain_low=float(g_low), gain_high=float(g_high), p_improve=float(np.mean(gain > 0)),
@@ -444,5 +450,5 @@ def _outside_trained(r: np.ndarray, low: np.ndarray, high: np.ndarray, names: Se
     """One phrase per share of r outside the trained range [low, high]."""
     out = []
     for j in np.flatnonzero((r < low - 1e-6) | (r > high + 1e-6)):
-        out.append(f"{names[j]} at {r[j]:.3f} (trained {low[j]:.3f}-{high[j]:.3f})")
+        out.append(f"{names[int(j)]} at {r[j]:.3f} (trained {low[j]:.3f}-{high[j]:.3f})")
     return out
