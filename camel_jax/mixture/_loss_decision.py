@@ -326,7 +326,7 @@ def decide_loss(
         warnings.warn(f"the pick puts {'; '.join(outside)}: outside what the runs trained on, the law "
                       "extrapolates in mixture", stacklevel=user_stacklevel())  # fmt: skip
     problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
-    optima = found[1:]
+    optima = found[1:][np.all(np.isfinite(found[1:]), axis=1)]  # a resample whose ascent failed has no optimum
     band = (np.full(n, np.nan), np.full(n, np.nan))
     if len(optima):
         q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
