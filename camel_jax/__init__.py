@@ -35,6 +35,7 @@ if _typing.TYPE_CHECKING:
     from .experiments._select import select_law as select_law
     from .fitting._bootstrap import BootstrapResult as BootstrapResult
     from .fitting._bootstrap import bootstrap as bootstrap
+    from .fitting._bootstrap import bootstrap_fit as bootstrap_fit
     from .fitting._calibrate import Calibration as Calibration
     from .fitting._calibrate import DecisionCalibration as DecisionCalibration
     from .fitting._calibrate import calibrate as calibrate
@@ -55,6 +56,7 @@ if _typing.TYPE_CHECKING:
     from .fitting._io import MixtureData as MixtureData
     from .fitting._resample import resample_weights as resample_weights
     from .io._save import load as load
+    from .io._save import read_metadata as read_metadata
     from .io._save import save as save
     from .laws import CAMEL as CAMEL
     from .laws import DML as DML
@@ -76,6 +78,11 @@ if _typing.TYPE_CHECKING:
     from .mixture._export import availability_caps as availability_caps
     from .mixture._export import export_mixture as export_mixture
     from .mixture._export import read_mixture as read_mixture
+    from .mixture._loss_decision import SUPPORT_MARGIN as SUPPORT_MARGIN
+    from .mixture._loss_decision import LossDecision as LossDecision
+    from .mixture._loss_decision import data_support as data_support
+    from .mixture._loss_decision import decide_loss as decide_loss
+    from .mixture._loss_decision import loss_draws as loss_draws
     from .mixture._next import NEXT_COLUMNS as NEXT_COLUMNS
     from .mixture._next import next_runs as next_runs
     from .mixture._next import variance_reduction as variance_reduction
@@ -126,6 +133,7 @@ __all__ = [
     "BenchmarkData",
     "save",
     "load",
+    "read_metadata",
     # fitting
     "fit",
     "fit_arrays",
@@ -142,6 +150,7 @@ __all__ = [
     "objective",
     "huber",
     "bootstrap",
+    "bootstrap_fit",
     "BootstrapResult",
     "resample_weights",
     "calibrate",
@@ -174,6 +183,11 @@ __all__ = [
     "Decision",
     "score_draws",
     "VERDICTS",
+    "decide_loss",
+    "LossDecision",
+    "data_support",
+    "loss_draws",
+    "SUPPORT_MARGIN",
     "next_runs",
     "variance_reduction",
     "NEXT_COLUMNS",

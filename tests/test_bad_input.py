@@ -392,7 +392,7 @@ CLI_CASES = {
     "optimize size nan": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "nan"], "--size"),
     "optimize without size": (lambda f, t, p: ["optimize", f / "camel.npz"], "--size is required"),
     "optimize dml with size": (lambda f, t, p: ["optimize", f / "dml.npz", "--size", "8"], "drop --size"),
-    "lone reference": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--reference", "0.2,0.2,0.2,0.2,0.2"], "--reference"),
+    "short reference": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--reference", "0.5,0.5"], "`reference` must be a mixture of length 5"),
     "nan lower": (lambda f, t, p: ["optimize", f / "camel.npz", "--size", "8", "--lower", "nan,0,0,0,0"], "`lower` must be finite"),
     "unknown benchmark weight": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=0.5,nonexistent=0.5"], "nonexistent"),
     "nan benchmark weight": (lambda f, t, p: ["optimize", f / "pipeline.npz", "--size", "8", "--weights", "mmlu=nan"], "'mmlu' has weight nan"),

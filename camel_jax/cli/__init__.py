@@ -3,6 +3,7 @@
     camel-jax demo                       the end-to-end demo (offline)
     camel-jax fit runs.csv               fit a mixture law to a CSV -> JSON with intervals, .npz, figure
     camel-jax optimize fit.npz --size 20 optimal mixture for a target size from a saved fit or pipeline
+    camel-jax predict fit.npz rows.csv   a saved fit's predictions at new rows, with their 95% band -> CSV
     camel-jax next --fit fit.npz ...     the candidate runs that would most sharpen the decision -> CSV
     camel-jax design --sizes 4,5,6 ...   choose runs under a FLOPs budget -> CSV
 
@@ -19,13 +20,14 @@ import warnings
 from typing import Any
 
 from .._version import __version__
-from . import demo, design, fit, optimize
+from . import demo, design, fit, optimize, predict
 from . import next as next_command
 from ._common import UserError, configure_jax
 
 __all__ = ["main", "configure_jax", "UserError"]
 
-_COMMANDS = {"demo": demo, "fit": fit, "optimize": optimize, "next": next_command, "design": design}
+_COMMANDS = {"demo": demo, "fit": fit, "optimize": optimize, "next": next_command, "design": design,
+             "predict": predict}  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -57,6 +57,9 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--resamples", type=int, default=200, help="bootstrap resamples for the intervals (0: none)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--out", default="camel-fit", help="output prefix (default camel-fit: .json, .npz, .png)")
+    fit.add_argument("--no-calibrate", dest="calibrate", action="store_false", help="skip the calibration of the "
+                     "extrapolation error (held-out largest sizes, refitted with the bootstrap) that widens the "
+                     "bands of `predict` and the verdicts of `optimize` past the largest trained size")  # fmt: skip
     fit.add_argument("--influence", action="store_true", help="also print which runs move the prediction at the "
                      "largest trained size most (approximate leave-one-run-out, one Hessian, no refits)")  # fmt: skip
 
@@ -223,10 +226,13 @@ def _run(args: argparse.Namespace) -> None:
         boot = None
     fig = _fit_figure(table, result, boot, out["law"], ", ".join(table.targets) or "loss")
     _log_limit(result, boot, out)
+    kept = _kept(args, result, boot, table, key, out)
     _write_outputs(
         {
             Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
-            Path(f"{prefix}.npz"): lambda f: save_to(result, f, reader=out["reader"]),
+            Path(f"{prefix}.npz"): lambda f: save_to(
+                kept, f, reader=out["reader"], metadata=_file_metadata(args, table)
+            ),
             Path(f"{prefix}.png"): lambda f: fig.savefig(f, format="png", dpi=130, bbox_inches="tight"),
         }
     )
@@ -437,6 +443,38 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
     out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
     out["outside_interval"] = _outside(out["params"], out["intervals_95"]) if result.n_targets is None else []
     return boot
+
+
+def _kept(args: argparse.Namespace, result: Any, boot: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:
+    """The fit as its file keeps it: with its bootstrap (so that `predict` and `optimize` give its bands without
+    refitting) and, for a law of size fitted on 3 sizes or more, the calibration of its extrapolation error past the
+    largest trained size (2 folds of min(--resamples, 16) resamples; `--no-calibrate` skips it)."""
+    import jax
+
+    from ..fitting._calibrate import calibrate
+
+    if boot is None:
+        return result
+    calibration = None
+    sizes = 0 if table.size is None else len(np.unique(np.asarray(table.inputs[table.inputs_index(table.size)])))
+    if getattr(args, "calibrate", True) and sizes >= 3 and table.mixture:
+        try:
+            calibration = calibrate(result.law, table.inputs, table.y, key=jax.random.fold_in(key, 11),
+                                    n_resamples=max(2, min(boot.n_resamples, 16)), inits=result.law,
+                                    weights=result.weights)  # fmt: skip
+            out["calibration"] = calibration.summary()
+            print(f"  extrapolation error: {calibration.summary()}")
+        except (ValueError, KeyboardInterrupt) as error:
+            print(f"note: the extrapolation error was not calibrated ({str(error) or 'interrupted'}): bands past the "
+                  "largest trained size are the bootstrap's alone")  # fmt: skip
+    return dataclasses.replace(result, bootstrap=boot, calibration=calibration)
+
+
+def _file_metadata(args: argparse.Namespace, table: _Table) -> dict[str, Any]:
+    """What the fit's file records beside the fit: the columns it was read from (`predict` reads rows by them) and
+    the law's registered name."""
+    columns = {"mixture": table.mixture, "size": table.size, "tokens": table.tokens, "target": args.target}
+    return {"columns": columns, "law_name": args.law, "csv": str(args.csv)}
 
 
 def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: str) -> Any:

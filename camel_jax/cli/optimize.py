@@ -4,18 +4,23 @@ batched pipeline against a reference."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from . import _export as export
 from ._common import (
     UserError,
     _check_decidable,
+    _check_destination,
     _existing_file,
     _floats,
     _mixture_names,
     _warn_extrapolation,
     _warn_unreliable,
+    _write_outputs,
 )
 from ._names import DeferredModule
 
@@ -35,15 +40,21 @@ def add_parser(sub: Any) -> None:
     opt.add_argument("--tokens", type=float, default=None, help="training tokens at the target size (for a fit of "
                      "a token-aware law: camel-data*, sodm-* with tokens)")  # fmt: skip
     opt.add_argument("--weights", default=None, help="a saved pipeline's benchmark weights (the score it maximizes): "
-                     "a name, balanced|math|code|knowledge (default balanced), or benchmark=w,benchmark=w")  # fmt: skip
+                     "a name, balanced|math|code|knowledge (default balanced), or benchmark=w,benchmark=w; for a fit "
+                     "of several losses, the objective: mean (default), a target's name, or name=w,name=w")  # fmt: skip
     # --objective NAME, the deprecated name of --weights NAME (issue 33): hidden, still accepted with a note.
     opt.add_argument("--objective", default=None, help=argparse.SUPPRESS)
     opt.add_argument(
         "--reference",
         default=None,
-        help="reference mixture (comma-separated): the trust region's centre with --max-shift; with a batched "
-        "pipeline, also the verdict: does the chosen mixture beat it?",
+        help="reference mixture (comma-separated): the verdict's baseline (does the pick beat it?), and the trust "
+        "region's centre with --max-shift",
     )
+    opt.add_argument("--support", choices=("data", "simplex"), default="data", help="a loss fit's search region "
+                     "without bounds: data (default: each share within its trained range widened by 25%% of it) or "
+                     "simplex (all mixtures; warns about shares outside the trained range)")  # fmt: skip
+    opt.add_argument("--out", default=None, help="a loss fit: write the decision to OUT.json (the recommended "
+                     "mixture by name, the pick and its band, the gain and its band, the verdict)")  # fmt: skip
     opt.add_argument("--max-shift", type=float, default=None, help="trust region: r_j within ref_j (1 +- shift)")
     opt.add_argument("--lower", default=None, help="per-dataset lower bounds (comma-separated)")
     opt.add_argument("--upper", default=None, help="per-dataset upper bounds (comma-separated)")
@@ -65,13 +76,16 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(f"{args.saved} holds a {type(saved).__name__}; save a FitResult, Pipeline or PipelineFit")
     _check_decidable(saved, args.saved)
     _deprecated_objective(args)
-    if isinstance(saved, FitResult) and args.weights:
+    if isinstance(saved, FitResult) and args.weights and saved.n_targets is None:
         raise UserError(
-            f"{args.saved} is a loss fit: `optimize` minimizes its predicted loss, and --weights (benchmark weights) "
-            "applies only to a saved pipeline; drop it"
+            f"{args.saved} is a loss fit: `optimize` minimizes its one predicted loss, and --weights (the "
+            "objective over several losses, or a pipeline's benchmark weights) does not apply; drop it"
         )
+    if not isinstance(saved, FitResult) and (args.out or args.support != "data"):
+        raise UserError("--out and --support apply to a loss fit (`camel-jax fit`); drop them for a pipeline")
     verdict = isinstance(saved, PipelineFit) and saved.pipelines is not None
     verdict = verdict or (isinstance(saved, Pipeline) and bool(saved.batch_shape))
+    verdict = verdict or isinstance(saved, FitResult)  # a loss fit's reference is the verdict's baseline
     if args.reference and args.max_shift is None and not verdict:
         raise UserError(
             "--reference is only used with --max-shift (the trust region), or for the verdict of a batched pipeline "
@@ -88,15 +102,21 @@ def run(args: argparse.Namespace) -> None:
     _check_tokens(saved, args)
     bounds = _bounds(args)
     exporting = export.prepare(args, saved, bounds)  # --available's caps into the bounds; --export checked
+    if args.out:
+        _check_destination(Path(f"{args.out}.json"))
     _warn_unreliable(saved, args.saved)
     key = jax.random.key(args.seed)
-    solve = _optimize_fit if isinstance(saved, FitResult) else _optimize_pipeline
-    result = solve(saved, args, exporting.bounds, key)
+    if isinstance(saved, FitResult):
+        decision = _decide_fit(saved, args, exporting.bounds, key)
+        exporting.finish(_loss_result(decision, recommended=True), lambda free: _free_loss_pick(saved, args, free, key),
+                         decision=decision.decision)  # fmt: skip
+        return
+    result = _optimize_pipeline(saved, args, exporting.bounds, key)
     r = np.atleast_2d(np.asarray(result.r)).mean(axis=0)
     names = _mixture_names(saved, len(r))
     print("optimal mixture: " + ", ".join(f"{name} {x:.4f}" for name, x in zip(names, r)))
     print(f"KKT residual {float(np.max(np.asarray(result.kkt_residual))):.2e}")
-    exporting.finish(result, lambda free_bounds: solve(saved, args, free_bounds, key))
+    exporting.finish(result, lambda free_bounds: _optimize_pipeline(saved, args, free_bounds, key))
 
 
 def _deprecated_objective(args: argparse.Namespace) -> None:
@@ -143,30 +163,149 @@ def _bounds(args: argparse.Namespace) -> dict[str, Any]:
     return bounds
 
 
-def _optimize_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
-    """The mixture of lowest predicted loss under a saved fit (at --size, or at the one fitted size)."""
-    import jax.numpy as jnp
+def _decide_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
+    """The loss decision of a saved fit (`decide_loss`): the pick of lowest predicted objective inside the support
+    region (or the given bounds), its band over the fit's bootstrap, and with --reference the gain and the verdict;
+    printed, and with --out written to OUT.json (`loss_record`)."""
+    import warnings
 
-    from ..mixture._optimize import optimal_mixture
+    from ..io._save import _fit_hash
+    from ..mixture._loss_decision import decide_loss
+    from ..mixture._objective import parse_weights
+    from .predict import target_names
 
-    law = saved.law
-    n = law.structure().get("n_datasets")
-    if n is None:
-        raise UserError(f"a {type(law).__name__} fit has no mixture to optimize")
-    if args.size is None:
-        result = optimal_mixture(lambda r: -law(r[None, :])[0], int(n), key=key, **bounds)
-        print(f"predicted loss at the fitted size: {_predicted_loss(result, 'the fitted size'):.5g}")
-        return result
-    size = jnp.asarray([args.size])
-    if args.tokens is not None:
-        tokens = jnp.asarray([args.tokens])
-        result = optimal_mixture(lambda r: -law(r[None, :], size, tokens)[0], int(n), key=key, **bounds)
-        where = f"size {args.size:g}, tokens {args.tokens:g}"
-        print(f"predicted loss at {where}: {_predicted_loss(result, where):.5g}")
-        return result
-    result = optimal_mixture(lambda r: -law(r[None, :], size)[0], int(n), key=key, **bounds)
-    print(f"predicted loss at size {args.size:g}: {_predicted_loss(result, f'size {args.size:g}'):.5g}")
-    return result
+    if saved.law.structure().get("n_datasets") is None:
+        raise UserError(f"a {type(saved.law).__name__} fit has no mixture to optimize")
+    reference = np.asarray(_floats(args.reference, "reference")) if args.reference else None
+    targets = target_names(args.saved, saved)
+    try:
+        weights = parse_weights(args.weights) if args.weights else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            decision = decide_loss(saved, key=key, size=args.size, tokens=args.tokens, reference=reference,
+                                   weights=weights, targets=targets, support=args.support, restarts=16,
+                                   **{k: v for k, v in bounds.items() if k != "reference"})  # fmt: skip
+    except ValueError as error:
+        raise UserError(str(error).splitlines()[0]) from None
+    for problem in decision.problems[len(saved.problems()):]:  # the fit's own were said first
+        print(f"warning: {args.saved}: {problem}; what follows rests on that bootstrap")
+    for warning in caught:
+        print(f"warning: {warning.message}")
+    for line in loss_lines(decision):
+        print(line)
+    at = f"size {args.size:g}" if args.size is not None else "the fitted size"
+    _predicted_loss(SimpleNamespace(value=-decision.value), at)
+    if args.out:
+        record = loss_record(decision, law=type(saved.law).__name__, fit_file=args.saved, fit_hash=_fit_hash(saved))
+        path = Path(f"{args.out}.json")
+        _write_outputs({path: lambda f: f.write((json.dumps(record, indent=2) + "\n").encode())})
+        print(f"wrote {path}")
+    return decision
+
+
+def _loss_result(decision: Any, recommended: bool) -> Any:
+    """A loss decision as the exports read an optimizer's result: the mixture (`recommended`: the one the verdict
+    recommends, else the pick) and its value, the negated predicted objective (the optimizer maximizes it)."""
+    if recommended and decision.reference is not None and not np.array_equal(decision.recommended, decision.mixture):
+        return SimpleNamespace(r=decision.recommended, value=-decision.reference_value, decision=None)
+    return SimpleNamespace(r=decision.mixture, value=-decision.value, decision=None)
+
+
+def _free_loss_pick(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:
+    """The pick without the availability caps (`bounds` without them), in the same search region: what the caps
+    cost is measured against it."""
+    free = argparse.Namespace(**(vars(args) | {"reference": None, "out": None}))
+    return _loss_result(_decide_fit(saved, free, bounds, key), recommended=False)
+
+
+def _sig(x: float, digits: int = 5) -> str:
+    """A number with `digits` significant digits, trailing zeros kept (3.0000, not 3)."""
+    return "nan" if not np.isfinite(x) else f"{x:#.{digits}g}".rstrip(".")
+
+
+def _shares(names: Any, r: Any) -> str:
+    return ", ".join(f"{name} {x:.4f}" for name, x in zip(names, r))
+
+
+def loss_lines(decision: Any) -> list[str]:
+    """What `optimize` prints for a loss decision: the pick (the line `optimal mixture: ...`), its predicted
+    objective, its band, and with a reference the gain with its band, P(improves), the verdict and the recommended
+    mixture."""
+    names = decision.names
+    at = f"size {decision.size:g}" if decision.size is not None else "the fitted size"
+    if decision.tokens is not None:
+        at += f", tokens {decision.tokens:g}"
+    what = "loss" if len(decision.targets) == 1 else "objective (" + ", ".join(
+        f"{t} {w:.3g}" for t, w in zip(decision.targets, decision.weights) if w > 0) + ")"  # fmt: skip
+    region = {"data": "inside the runs' support (each share within its trained range widened by 25%)",
+              "simplex": "over the whole simplex", "bounds": "within the given bounds",
+              "given": "within the given support"}[decision.support]  # fmt: skip
+    lines = [f"optimal mixture: {_shares(names, decision.mixture)}",
+             f"predicted {what} at {at}: {_sig(decision.value)} (searched {region})"]  # fmt: skip
+    if len(decision.optima):
+        band = ", ".join(f"{n} [{lo:.3f}, {hi:.3f}]" for n, lo, hi in
+                         zip(names, decision.mixture_low, decision.mixture_high))  # fmt: skip
+        lines.append(f"pick's band ({decision.optima.shape[0]} resamples' optima, "
+                     f"{decision.decision.level if decision.decision else 0.95:.0%}): {band}")  # fmt: skip
+    else:
+        lines.append("pick's band: none (the fit holds no bootstrap: refit with --resamples > 0)")
+    if decision.outside:
+        lines.append(f"note: outside the trained range: {'; '.join(decision.outside)}")
+    d = decision.decision
+    if d is not None:
+        lines.append(f"reference: predicted {_sig(decision.reference_value)}; the pick's gain (loss reduction) "
+                     f"{_sig(d.gain, 3)} [{_sig(d.gain_low, 3)}, {_sig(d.gain_high, 3)}], P(improves) "
+                     f"{_sig(d.p_improve, 3)}")  # fmt: skip
+        lines.append(d.line())
+        which = "the pick" if d.verdict == "improves" else "the reference"
+        lines.append(f"recommended ({which}): {_shares(names, decision.recommended)}")
+    return lines
+
+
+def loss_record(decision: Any, *, law: str, fit_file: str, fit_hash: str) -> dict[str, Any]:
+    """What `optimize --out PREFIX` writes to PREFIX.json, as a plain dict of JSON values (NaN as null): the
+    recommended `mixture` by name (the pick when the verdict is "improves", else the reference), the pick and its
+    band, the gain and its band, P(improves), the verdict and its reason, the search region, the law, the fit
+    file and its data hash, and the problems of the fit and its bootstrap."""
+
+    def num(x: Any) -> float | None:
+        x = float(x)
+        return x if np.isfinite(x) else None
+
+    def named(r: Any) -> dict[str, float | None] | None:
+        return None if r is None else {n: num(x) for n, x in zip(decision.names, r)}
+
+    d = decision.decision
+    improves = d is not None and d.verdict == "improves"
+    record: dict[str, Any] = {
+        "mixture": named(decision.recommended),
+        "recommended": "pick" if improves or decision.reference is None else "reference",
+        "pick": named(decision.mixture),
+        "pick_band": {n: [num(lo), num(hi)] for n, lo, hi in
+                      zip(decision.names, decision.mixture_low, decision.mixture_high)},  # fmt: skip
+        "reference": named(decision.reference),
+        "size": decision.size,
+        "tokens": decision.tokens,
+        "objective": {"weights": {t: num(w) for t, w in zip(decision.targets, decision.weights)},
+                      "pick": num(decision.value), "reference": num(decision.reference_value)},  # fmt: skip
+        "verdict": decision.verdict,
+        "gain": None if d is None else num(d.gain),
+        "gain_band": None if d is None else [num(d.gain_low), num(d.gain_high)],
+        "p_improve": None if d is None else num(d.p_improve),
+        "level": None if d is None else d.level,
+        "min_gain": None if d is None else num(d.min_gain),
+        "reason": None if d is None else d.reason,
+        "basis": None if d is None else d.basis,
+        "calibrated": decision.calibrated,
+        "support": {"kind": decision.support, "lower": named(decision.lower), "upper": named(decision.upper)},
+        "outside_trained": list(decision.outside),
+        "resamples": int(decision.optima.shape[0]),
+        "law": law,
+        "fit": str(fit_file),
+        "fit_hash": fit_hash,
+        "problems": list(decision.problems),
+    }
+    return record
 
 
 def _predicted_loss(result: Any, where: str) -> float:

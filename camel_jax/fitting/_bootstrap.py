@@ -19,9 +19,13 @@ from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_names, check_targets
 from ..solver._options import FitOptions, Status
 from ._fit import (
+    FitResult,
+    FitWarning,
     batch_axes,
     check_target_names,
     data_template,
+    evaluate,
+    fit,
     from_data,
     random_starts,
     resolve_options,
@@ -132,10 +136,16 @@ class BootstrapResult(eqx.Module):
             out[name] = (low, high)
         return out
 
-    def predict(self, *inputs: ArrayLike) -> Float[Array, "B *T P"]:
+    def predict(self, *inputs: ArrayLike) -> Float[Array, "B P"]:
+        """Every resample's predictions at `inputs`: [B, P] (or [B, T, P] for the resamples of a fit of T
+        targets, whose `objectives` are [B, T])."""
         arrays = tuple(jnp.asarray(x) for x in inputs)
-        one = lambda law: law(*arrays)  # noqa: E731
-        return jax.vmap(jax.vmap(one) if self.n_targets is not None else one)(self.laws)
+        return jax.vmap(lambda law: evaluate(law, arrays, self.objectives.ndim > 1))(self.laws)
+
+    def finite(self) -> np.ndarray:
+        """[B]: the resamples whose objective is finite (for every target of a fit of several)."""
+        objectives = np.asarray(self.objectives)
+        return np.all(np.isfinite(objectives.reshape(objectives.shape[0], -1)), axis=1)
 
     def prediction_interval(
         self, *inputs: ArrayLike, level: float = 0.95, calibration: Calibration | None = None
@@ -145,8 +155,7 @@ class BootstrapResult(eqx.Module):
         largest trained size (`Calibration.widen`; unchanged inside the data)."""
         _check_level(level)
         pred = np.asarray(self.predict(*inputs))
-        finite = np.isfinite(np.asarray(self.objectives))
-        pred = pred[finite if finite.ndim == 1 else finite.all(axis=1)]
+        pred = pred[self.finite()]
         if calibration is not None:
             return calibration.widen(pred, inputs[calibration.size_index], level)
         low, high = np.percentile(pred, 100 * np.array([(1 - level) / 2, (1 + level) / 2]), axis=0)
@@ -392,3 +401,63 @@ def _chunk_from_memory(law: Any, n_points: int, n_starts: int, itemsize: int, n_
 def _progress(done: int, total: int, resamples: int, n_resamples: int) -> None:
     """After chunk `done` of `total`: the resamples finished so far, as the package's one progress bar."""
     progress_bar(resamples if done < total else n_resamples, n_resamples, "bootstrap", "resamples")
+
+
+def bootstrap_fit(
+    result: FitResult,
+    *,
+    key: Array,
+    n_resamples: int = 200,
+    groups: ArrayLike | None = None,
+    strata: ArrayLike | None = None,
+    options: FitOptions | None = None,
+    progress: bool = False,
+) -> BootstrapResult:
+    """The bootstrap of a finished fit, on its own data and weights, warm-started from its best starts: what
+    `camel-jax fit` keeps in its file for bands and verdicts (`FitResult.prediction_band`, `decide_loss`).
+
+    A fit of one target is `bootstrap(result.law, result.inputs, result.y, inits=result.best_laws(4),
+    weights=result.weights)`. A fit of T targets [T, P] is refitted on every resample as one multi-target fit
+    (every target shares the resamples, so an objective over the targets is coherent), each row warm-started at
+    its target's full-data law: its laws are batched [B, T, ...] and its objectives [B, T].
+
+    **Arguments**:
+
+    - `result`: a `FitResult` (of `fit`).
+    - `key`: draws the resamples (and the starts); `n_resamples`: B.
+    - `groups`, `strata`: resample whole groups (e.g. all checkpoints of one run) within strata, as `bootstrap`.
+    - `options`: the fits' `FitOptions` (default: the law's own, as `fit`'s); `progress`: a progress bar (one target).
+
+    **Returns**: a `BootstrapResult`.
+    """
+    check_key(key)
+    count(n_resamples, "n_resamples")
+    if result.n_targets is None:
+        return bootstrap(result.law, result.inputs, result.y, key=key, n_resamples=n_resamples,
+                         inits=result.best_laws(min(4, int(np.shape(result.objectives)[-1]))), groups=groups,
+                         strata=strata, weights=result.weights, progress=progress, options=options)  # fmt: skip
+    T, P = result.y.shape
+    key_draw, key_fit = jax.random.split(key)
+    W = _resample_matrix(key_draw, result.y[0], n_resamples, groups, strata, None, None)  # [B, P]
+    B = W.shape[0]
+    rows = (jnp.asarray(result.weights)[:, None, :] * W[None]).reshape(T * B, P)  # target-major
+    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], result.law)  # [T * B, 1, ...]
+    template = jax.tree.map(lambda leaf: leaf[0], result.law)
+    with warnings.catch_warnings():  # a resample's unconverged fit is reported by the result's `problems()`
+        warnings.simplefilter("ignore", FitWarning)
+        refit = fit(template, result.inputs, jnp.repeat(result.y, B, axis=0), weights=rows, key=key_fit,
+                    inits=warm, options=options)  # fmt: skip
+
+    def per_resample(leaf: Any) -> Any:  # [T * B, ...] -> [B, T, ...]
+        return jnp.swapaxes(jnp.reshape(leaf, (T, B) + leaf.shape[1:]), 0, 1)
+
+    return BootstrapResult(
+        jax.tree.map(per_resample, refit.law),
+        per_resample(refit.objective),
+        per_resample(jnp.asarray(refit.converged)[:, 0]),
+        per_resample(refit.n_failed),
+        W,
+        per_resample(refit.status[:, 0]),
+        names=result.names,
+        targets=result.targets,
+    )

@@ -133,6 +133,10 @@ class FitResult(eqx.Module):
     - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
     - `names`: the mixture columns of `inputs[0]`, in order (None when unknown); tables are matched by them.
     - `targets`: the names of the targets (the validation losses), in the order of `y`'s rows (None when unknown).
+    - `bootstrap`: the fit's resampled laws (a `BootstrapResult`, e.g. from `cj.bootstrap_fit`; None unless
+      attached), kept so that bands and verdicts (`prediction_band`, `decide_loss`) need no refit, and saved with
+      the fit; `calibration`: its extrapolation error past the largest trained size (a `Calibration`; None unless
+      attached).
     """
 
     law: Any
@@ -150,6 +154,8 @@ class FitResult(eqx.Module):
     log_residuals: bool = eqx.field(static=True, default=True)
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)  # the mixture columns, when known
     targets: tuple[str, ...] | None = eqx.field(static=True, default=None)  # the target names, when known
+    bootstrap: Any = None  # a BootstrapResult (fitting/_bootstrap imports this module)
+    calibration: Any = None  # a Calibration
 
     @property
     def n_targets(self) -> int | None:
@@ -276,6 +282,30 @@ class FitResult(eqx.Module):
         if np.asarray(self.objectives).dtype == np.float32:
             out.append(FLOAT32_PROBLEM)
         return out
+
+    def prediction_band(
+        self, *inputs: ArrayLike, level: float = 0.95, bootstrap: Any = None, calibration: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The best law's predictions at `inputs` with their band: (predicted, lower, upper), each [P] (or [T, P]
+        for a fit of T targets). The band is the resamples' percentile band at `level` (the fit's own `bootstrap`,
+        or the one given), widened past the largest trained size by the `calibration` (the fit's own, or the one
+        given; none: the bootstrap's spread only, which understates the error of an extrapolation).
+
+        **Arguments**:
+
+        - `inputs`: the law's inputs (mixtures [P, n], sizes [P], ...).
+        - `level`: the band's coverage; `bootstrap`, `calibration`: instead of the fit's own.
+
+        **Returns**: three float arrays: the prediction, the band's lower and upper ends.
+        """
+        boot = self.bootstrap if bootstrap is None else bootstrap
+        if boot is None:
+            raise ValueError("this fit holds no bootstrap: attach one, "
+                             "`dataclasses.replace(result, bootstrap=cj.bootstrap_fit(result, key=...))`, or pass "
+                             "`bootstrap=`")  # fmt: skip
+        cal = self.calibration if calibration is None else calibration
+        low, high = boot.prediction_interval(*inputs, level=level, calibration=cal)
+        return np.asarray(self.predict(*inputs)), np.asarray(low), np.asarray(high)
 
     def summary(self, identify: bool = True) -> dict[str, Any]:
         """`problems` first (see `problems`: an unconverged best start, R^2 <= 0 or NaN), then the objective,

@@ -173,7 +173,14 @@ def _data_hash(arrays: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None, reader: dict[str, Any] | None = None) -> Path:
+def save(
+    obj: Saveable,
+    path: str | Path,
+    *,
+    laws: UserLaws = None,
+    reader: dict[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
     """Save a FitResult, BootstrapResult, Pipeline or PipelineFit to `path` (a `.npz` file; the suffix is added
     if missing).
 
@@ -189,6 +196,9 @@ def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None, reader: dict
       pass the same to `load`.
     - `reader`: how the runs were read (the `read_runs` keywords), kept in the file so that new rows are later
       read the same way (`saved_reader`); None: not recorded.
+    - `metadata`: a JSON-able mapping kept beside the object (e.g. the table's column names, which `camel-jax
+      predict` reads rows by); `read_metadata` gives it back. A `FitResult`'s `bootstrap` and `calibration` are
+      saved with it.
 
     **Returns**: the `Path` written.
     """
@@ -196,16 +206,27 @@ def save(obj: Saveable, path: str | Path, *, laws: UserLaws = None, reader: dict
     if path.suffix != ".npz":
         path = path.with_suffix(path.suffix + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, lambda f: save_to(obj, f, laws=laws, reader=reader))
+    _write_atomic(path, lambda f: save_to(obj, f, laws=laws, reader=reader, metadata=metadata))
     return path
 
 
-def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None, reader: dict[str, Any] | None = None) -> None:
+def save_to(
+    obj: Saveable,
+    file: Any,
+    *,
+    laws: UserLaws = None,
+    reader: dict[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
     """Write what `save` writes to an open binary file."""
     known = known_laws(laws)
     meta: dict[str, Any] = {"format_version": FORMAT_VERSION, "camel_jax_version": __version__}
     if reader is not None:
         meta["reader"] = {str(k): _jsonable(v) for k, v in reader.items()}
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise TypeError(f"`metadata` must be a mapping; got {type(metadata).__name__}")
+        meta["metadata"] = json.loads(json.dumps(dict(metadata)))  # JSON-able, or a TypeError naming the value
     if isinstance(obj, FitResult):
         meta |= {"kind": "FitResult", **_fit_meta(obj, known)}
         meta["data_hash"] = _fit_hash(obj)
@@ -242,8 +263,15 @@ def save_to(obj: Saveable, file: Any, *, laws: UserLaws = None, reader: dict[str
 def _fit_meta(fit: FitResult, known: dict[str, type]) -> dict[str, Any]:
     names = None if fit.names is None else [str(name) for name in fit.names]
     targets = None if fit.targets is None else [str(name) for name in fit.targets]
-    return {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals,
+    meta = {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals,
             "names": names, "targets": targets}  # fmt: skip
+    # optional (absent in files written before them, and then None): the fit's bootstrap and calibration
+    if fit.bootstrap is not None:
+        meta["bootstrap"] = {"law": _law_descriptor(fit.bootstrap.laws, known),
+                             "has_status": fit.bootstrap.status is not None}  # fmt: skip
+    if fit.calibration is not None:
+        meta["calibration"] = _calibration_meta(fit.calibration)
+    return meta
 
 
 def _fit_hash(fit: FitResult) -> str:
@@ -383,7 +411,10 @@ def _skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple
     kind = meta.get("kind")
     if kind == "FitResult":
         fitted = _fit_skeleton(meta, f"{path}", known)
-        return fitted, [("law", lambda o: o.law), ("laws", lambda o: o.laws)]
+        picks = [("law", lambda o: o.law), ("laws", lambda o: o.laws)]
+        if fitted.bootstrap is not None:
+            picks.append(("bootstrap.laws", lambda o: o.bootstrap.laws))
+        return fitted, picks
     if kind == "BootstrapResult":
         law = _template(meta.get("law"), f"{path}: law", known)
         zero = jnp.zeros(())
@@ -410,6 +441,15 @@ def _fit_skeleton(meta: Any, where: str, known: dict[str, type]) -> FitResult:
         raise ValueError(f"{where}: log_residuals must be true or false")
     law = _template(meta.get("law"), f"{where}: law", known)
     zero = jnp.zeros(())
+    boot, cal = meta.get("bootstrap"), meta.get("calibration")
+    if boot is not None:
+        if not isinstance(boot, dict):
+            raise ValueError(f"{where}: malformed bootstrap description")
+        boot = BootstrapResult(laws=_template(boot.get("law"), f"{where}: bootstrap law", known), objectives=zero,
+                               converged=zero, n_failed=zero, resamples=zero,
+                               status=zero if boot.get("has_status") is True else None)  # fmt: skip
+    if cal is not None:
+        cal = _calibration_skeleton(cal, f"{where}: calibration", n_inputs)
     return FitResult(
         law=law,
         objective=zero,
@@ -426,6 +466,8 @@ def _fit_skeleton(meta: Any, where: str, known: dict[str, type]) -> FitResult:
         log_residuals=meta["log_residuals"],
         names=_names(meta.get("names"), where),
         targets=_names(meta.get("targets"), f"{where}: targets"),  # absent (None) in files written before it
+        bootstrap=boot,
+        calibration=cal,
     )
 
 
@@ -575,7 +617,10 @@ def _check_finite(obj: Any, path: Path) -> None:
         return all(np.isfinite(leaf[keep]).all() for leaf in leaves)
 
     def fit_ok(fitted: FitResult) -> bool:
-        return finite(fitted.law) or not np.isfinite(np.asarray(fitted.objective)).all()
+        ok = finite(fitted.law) or not np.isfinite(np.asarray(fitted.objective)).all()
+        if fitted.bootstrap is not None:
+            ok = ok and finite(fitted.bootstrap.laws, fitted.bootstrap.finite())
+        return ok
 
     for fitted in [obj] if isinstance(obj, FitResult) else [obj.loss_fit] if isinstance(obj, PipelineFit) else []:
         if not np.isfinite(np.asarray(fitted.objective)).any() and not finite(fitted.law):
@@ -619,6 +664,22 @@ def _check_fit_data(fitted: FitResult, where: str) -> None:
     n_targets = 1 if np.ndim(fitted.y) == 1 else np.shape(fitted.y)[0]
     if fitted.targets is not None and len(fitted.targets) != n_targets:
         raise ValueError(f"{where}: targets {list(fitted.targets)} do not match y of shape {np.shape(fitted.y)}")
+    boot = fitted.bootstrap
+    if boot is not None:
+        B = np.shape(boot.objectives)[0] if np.ndim(boot.objectives) else -1
+        per = (B,) if fitted.n_targets is None else (B, fitted.n_targets)
+        resamples = np.asarray(boot.resamples)
+        if np.shape(boot.objectives) != per or resamples.shape != (B, arrays[0].shape[0]):
+            raise ValueError(f"{where}: the bootstrap's objectives {np.shape(boot.objectives)} and resamples "
+                             f"{resamples.shape} do not match the fit's {per} resamples of {arrays[0].shape[0]} runs")
+        if not (np.isfinite(resamples).all() and np.all(resamples >= 0)):
+            raise ValueError(f"{where}: the bootstrap's resample weights must be finite and >= 0")
+    cal = fitted.calibration
+    if cal is not None:
+        for name in ("kappa_level", "kappa_mix"):
+            kappa = np.asarray(getattr(cal, name))
+            if kappa.dtype.kind != "f" or kappa.ndim > 1 or not (np.isfinite(kappa).all() and np.all(kappa >= 0)):
+                raise ValueError(f"{where}: calibration {name} must be finite numbers >= 0")
 
 
 def _checked_pipeline_fit(obj: PipelineFit, path: Path) -> PipelineFit:
@@ -662,6 +723,22 @@ def saved_reader(path: str | Path) -> dict[str, Any] | None:
     meta, _ = _read(Path(path))
     reader = meta.get("reader")
     return dict(reader) if isinstance(reader, dict) else None
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The `metadata` a file was saved with ({} when none: every file written before it existed).
+
+    **Arguments**:
+
+    - `path`: a file `save` wrote.
+
+    **Returns**: the mapping, as JSON reads it back.
+    """
+    meta, _ = _read(Path(path))
+    value = meta.get("metadata", {})
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: malformed metadata")
+    return value
 
 
 def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:

@@ -1,0 +1,218 @@
+"""`camel-jax predict fit.npz rows.csv --out pred.csv`: a saved fit's predictions at new rows, with their 95% band
+(the fit's bootstrap, widened by its calibration past the largest trained size), and, when the rows hold the target,
+the held-out error and the band's coverage."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._common import UserError, _check_destination, _read_csv, _write_outputs
+
+# The columns `predict` adds to the rows (a fit of several targets read from a wide table: one of each per target).
+PREDICTION_COLUMNS = ("predicted", "lower", "upper")
+
+
+def add_parser(sub: Any) -> None:
+    pred = sub.add_parser("predict", help="a saved fit's predictions at new rows, with their 95%% band -> CSV")
+    pred.add_argument("saved", help="a .npz written by `camel-jax fit`")
+    pred.add_argument("rows", help="a CSV of runs, with the columns the fit was made from (the target is optional: "
+                      "when present, the held-out error and the band's coverage are printed)")  # fmt: skip
+    pred.add_argument("--out", default=None, help="the CSV to write: the rows plus predicted, lower, upper "
+                      "(default: print the first rows only)")  # fmt: skip
+    pred.add_argument("--level", type=float, default=0.95, help="the band's coverage (default 0.95)")
+
+
+def fit_columns(path: str, saved: Any) -> dict[str, Any]:
+    """The column names a fit was made from, as `camel-jax fit` stores them in its file (`read_metadata`):
+    mixture, size, tokens, target (a name, or a list for several targets), domain (a long table's validation-domain
+    column) and targets (the fit's target names, in its order). A file without them (written by `save` from Python)
+    names its mixture columns only, when the fit knows them."""
+    from ..io._save import read_metadata
+
+    columns = dict(read_metadata(path).get("columns", {}))
+    if not columns.get("mixture") and saved.names is not None:
+        columns["mixture"] = list(saved.names)
+    return columns
+
+
+def target_names(path: str, saved: Any) -> list[str] | None:
+    """The names of a fit's targets in its order (None for a fit of one target); "target 0", ... when the file does
+    not record them."""
+    if saved.n_targets is None:
+        return None
+    names = fit_columns(path, saved).get("targets")
+    if isinstance(names, list) and len(names) == saved.n_targets:
+        return [str(n) for n in names]
+    return [f"target {t}" for t in range(saved.n_targets)]
+
+
+def read_rows(df: Any, columns: dict[str, Any], saved: Any, where: str) -> tuple[tuple[Any, ...], Any, Any]:
+    """The law's inputs at the rows of `df`, read by the fit's column names: (inputs, target index per row [P] (a
+    long table of several targets, by its domain column; None otherwise), the observed targets [P] or [T, P] (None
+    when the rows do not hold them)). A missing column is a `UserError` naming it.
+
+    The one place `predict` reads rows: the reader (`read_runs`) can stand in for it."""
+    from ..fitting._io import positive_columns
+
+    mixture = columns.get("mixture")
+    if not mixture:
+        raise UserError(f"{where}: the fit does not record its mixture columns: refit it with `camel-jax fit`")
+    missing = [c for c in mixture if c not in df.columns]
+    if missing:
+        raise UserError(f"the rows have no mixture column {missing[0]!r} (the fit's: {list(mixture)})")
+    r = df[list(mixture)].to_numpy(float)
+    if not np.all(np.isfinite(r)) or np.any(r < 0):
+        row = int(np.flatnonzero(~np.all(np.isfinite(r) & (r >= 0), axis=1))[0])
+        raise UserError(f"row {row}: the mixture shares must be finite numbers >= 0")
+    off = np.flatnonzero(np.abs(r.sum(axis=1) - 1) > 1e-6)
+    if len(off):
+        raise UserError(f"row {int(off[0])}: the mixture shares sum to {r[off[0]].sum():.6g}, not 1")
+    roles: dict[str, str] = {}
+    n_inputs = len(saved.inputs)
+    for role, index in (("size", 1), ("tokens", 2)):
+        if n_inputs > index:
+            name = columns.get(role) or role
+            if name not in df.columns:
+                raise UserError(f"the rows have no {role} column {name!r}, which the fit's law takes")
+            roles[role] = name
+    inputs: tuple[Any, ...] = (r,)
+    if roles:
+        try:
+            values = positive_columns(df, roles)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        inputs += tuple(np.asarray(values[role], float) for role in ("size", "tokens") if role in values)
+    which = None
+    target = columns.get("target")
+    if saved.n_targets is not None and columns.get("domain"):
+        domain = columns["domain"]
+        if domain not in df.columns:
+            raise UserError(f"the rows have no domain column {domain!r}: a long table names each row's target")
+        names = target_names(where, saved) or []
+        labels = df[domain].astype(str).tolist()
+        unknown = sorted(set(labels) - set(names))
+        if unknown:
+            raise UserError(f"the rows name domain(s) {unknown[:3]} that the fit has no target for ({names[:5]}...)")
+        which = np.array([names.index(v) for v in labels])
+    observed = None
+    if isinstance(target, str) and target in df.columns:
+        observed = df[target].to_numpy(float)
+    elif isinstance(target, list) and target and all(t in df.columns for t in target):
+        observed = np.stack([df[t].to_numpy(float) for t in target])
+    return inputs, which, observed
+
+
+def run(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from ..fitting._fit import FitResult
+    from ..io._save import load
+
+    if not Path(args.saved).is_file():
+        raise UserError(f"no such file: {args.saved}")
+    if not 0 < args.level < 1:
+        raise UserError(f"--level must be in (0, 1); got {args.level:g}")
+    if args.out:
+        _check_destination(Path(args.out))
+    saved = load(args.saved)
+    if not isinstance(saved, FitResult):
+        raise UserError(f"{args.saved} holds a {type(saved).__name__}; `predict` reads a fit (`camel-jax fit`)")
+    if saved.bootstrap is None:
+        raise UserError(f"{args.saved} holds no bootstrap, so its predictions would have no band: refit with "
+                        "`camel-jax fit --resamples 200`")  # fmt: skip
+    from ..io._save import saved_reader
+
+    reader = saved_reader(args.saved)
+    if reader is not None:  # a file `camel-jax fit` wrote: the rows are read as the fit's runs were
+        _predict_read(args, saved, reader)
+        return
+    df = _read_csv(args.rows)
+    inputs, which, observed = read_rows(df, fit_columns(args.saved, saved), saved, args.saved)
+    for problem in saved.problems() + saved.bootstrap.problems():
+        print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
+    predicted, lower, upper = saved.prediction_band(*inputs, level=args.level)
+    out = df.copy()
+    names = target_names(args.saved, saved)
+    if names is None or which is not None:
+        pick = (lambda a: a) if which is None else (lambda a: a[which, np.arange(a.shape[1])])
+        for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
+            out[column] = pick(values)
+        if observed is not None and which is not None:
+            observed = observed if observed.ndim == 1 else observed[which, np.arange(observed.shape[1])]
+        _held_out(out, observed, args.level, saved.calibration is not None)
+    else:  # a wide table of several targets: one prediction and band per target
+        for t, name in enumerate(names):
+            for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
+                out[f"{column}_{name}"] = values[t]
+    if args.out:
+        _write_outputs({Path(args.out): lambda f: out.to_csv(f, index=False)})
+        print(f"wrote {args.out} ({len(out)} rows)")
+    else:
+        with pd.option_context("display.width", 160, "display.max_columns", 12):
+            print(out.head(10).to_string())
+
+
+def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) -> None:
+    """`predict` on a file `camel-jax fit` wrote: the rows are read by `read_runs` with the fit's own reader flags
+    (a long table, a column of shares, checkpoints: as the fit read them), and written one row per point and
+    target: the mixture by dataset name, size and tokens, `target` (for several targets), the observed value under
+    the fit's target column name (when the rows hold it), and `predicted`, `lower`, `upper`."""
+    import pandas as pd
+
+    from ._common import read_table
+
+    options = {key: value for key, value in reader.items() if value is not None}
+    data = read_table(argparse.Namespace(csv=[args.rows]), **options)
+    names = list(saved.names) if saved.names is not None else list(data.columns)
+    if list(data.columns) != names:
+        raise UserError(f"the rows' datasets {list(data.columns)} are not the fit's {names}")
+    targets = list(saved.targets) if saved.targets is not None else list(data.targets) or ["loss"]
+    if saved.n_targets is not None and list(data.targets) != targets:
+        raise UserError(f"the rows' targets {list(data.targets)} are not the fit's {targets}")
+    for problem in saved.problems() + saved.bootstrap.problems():
+        print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
+    inputs = data.inputs[: len(saved.inputs)]
+    predicted, lower, upper = (np.atleast_2d(np.asarray(a)) for a in saved.prediction_band(*inputs, level=args.level))
+    y, w = np.atleast_2d(np.asarray(data.y)), np.atleast_2d(np.asarray(data.weight))
+    frames = []
+    column = reader.get("target") if isinstance(reader.get("target"), str) and "*" not in reader["target"] else "loss"
+    for t, name in enumerate(targets):
+        keep = w[t] > 0
+        frame = pd.DataFrame(np.asarray(data.r)[keep], columns=names)
+        for role, values in (("size", data.size), ("tokens", data.tokens)):
+            if values is not None:
+                frame[role] = np.asarray(values)[keep]
+        if saved.n_targets is not None:
+            frame["target"] = name
+        frame[column] = y[t][keep]
+        for label, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
+            frame[label] = values[t][keep]
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    _held_out(out, out[column].to_numpy(float), args.level, saved.calibration is not None)
+    if args.out:
+        _write_outputs({Path(args.out): lambda f: out.to_csv(f, index=False)})
+        print(f"wrote {args.out} ({len(out)} rows)")
+    else:
+        with pd.option_context("display.width", 160, "display.max_columns", 12):
+            print(out.head(10).to_string())
+
+
+def _held_out(out: Any, observed: Any, level: float, calibrated: bool) -> None:
+    """When the rows hold the target: the held-out MAPE and the band's coverage, one line."""
+    if observed is None:
+        return
+    y = np.asarray(observed, float)
+    ok = np.isfinite(y) & (y != 0)
+    if not ok.any():
+        return
+    p, lo, hi = (out[c].to_numpy(float)[ok] for c in PREDICTION_COLUMNS)
+    mape = 100 * float(np.mean(np.abs((p - y[ok]) / y[ok])))
+    cover = float(np.mean((lo <= y[ok]) & (y[ok] <= hi)))
+    note = "calibrated" if calibrated else "the bootstrap's spread only: not calibrated"
+    print(f"held-out: MAPE {mape:#.4g}% over {int(ok.sum())} rows; the {level:.0%} band covers {cover:.0%} of them "
+          f"({note})")  # fmt: skip
