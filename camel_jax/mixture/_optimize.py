@@ -358,7 +358,8 @@ def optimal_mixture(
     if ascent is None:
         ascent = AscentOptions()
     if not isinstance(ascent, AscentOptions):
-        raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.AscentOptions(adam_steps=200)); got {ascent!r}")
+        raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.mixture.AscentOptions(adam_steps=200)); "
+                        f"got {ascent!r}")
     rules: dict[str, Any] = {}
     if isinstance(score, PipelineFit):
         calibration = score.calibration if calibration is None else calibration
