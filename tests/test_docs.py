@@ -143,3 +143,58 @@ def test_fit_arrays_is_a_plain_function_with_its_own_docstring():
     assert inspect.isfunction(cj.fit_arrays) and "restarts" in inspect.signature(cj.fit_arrays).parameters
     page = pydoc.render_doc(cj.fit_arrays)
     assert "_JitWrapper" not in page and "**Returns**" in page
+
+
+# a bold section heading ("**Arguments**:", "**Returns** (as `fit`'s):") and, on the next line, a list item:
+# python-markdown starts a list only after a blank line, so mkdocs renders the list as one run-on paragraph
+HEADING_THEN_ITEM = re.compile(r"^[ \t]*\*\*\w[\w ]*\*\*[^\n]*\n[ \t]*- ", re.M)
+
+
+def _documented() -> list[tuple[str, object]]:
+    """Every public object the API pages render: the public names, and the methods and properties of the classes."""
+    out = []
+    for name, obj in _public():
+        if inspect.ismodule(obj):
+            continue
+        out.append((name, obj))
+        if inspect.isclass(obj):
+            for attribute, member in vars(obj).items():
+                if not attribute.startswith("_") and (inspect.isfunction(member) or isinstance(member, property)):
+                    out.append((f"{name}.{attribute}", member))
+    return out
+
+
+def test_a_section_heading_is_followed_by_a_blank_line_before_its_list():
+    bad = [name for name, obj in _documented() if HEADING_THEN_ITEM.search(inspect.getdoc(obj) or "")]
+    assert bad == [], f"a **Section** heading directly followed by a `- ` item (add a blank line) in {bad}"
+
+
+def test_the_check_sees_a_heading_followed_by_a_list_item():
+    assert HEADING_THEN_ITEM.search("Fit.\n\n**Arguments**:\n- `law`: the law.\n")
+    assert HEADING_THEN_ITEM.search("**Arguments** (as `fit`'s):\n    - `law`: the law.\n")
+    assert not HEADING_THEN_ITEM.search("Fit.\n\n**Arguments**:\n\n- `law`: the law.\n")
+
+
+SITE = Path(__file__).resolve().parents[1] / "build" / "site"
+# a list rendered as a paragraph: "<p><strong>Arguments</strong>:\n- <code>law</code>: ... - <code>y</code>: ..."
+RUN_ON = re.compile(r"(?:^|\s)- <code>\w+</code>(?:, <code>\w+</code>)*:")
+
+
+def _run_on_paragraphs(html: str) -> list[str]:
+    paragraphs = re.findall(r"<p>(.*?)</p>", html, re.S)
+    return [p[:120] for p in paragraphs if RUN_ON.search(p)]
+
+
+def test_the_built_api_pages_render_arguments_as_lists():
+    """On the site `make test` builds first (`make docs`): no API page holds a list rendered as one paragraph."""
+    pages = sorted((SITE / "api").glob("*/index.html"))
+    if not pages:
+        pytest.skip(f"no built site at {SITE} (make docs builds it)")
+    bad = {page.parent.name: found for page in pages if (found := _run_on_paragraphs(page.read_text()))}
+    assert bad == {}, f"lists rendered as run-on paragraphs: {bad}"
+
+
+def test_the_html_check_sees_a_run_on_list():
+    run_on = "<p><strong>Arguments</strong>:\n- <code>law</code>: the law. - <code>y</code>: targets.</p>"
+    listed = "<p><strong>Arguments</strong>:</p>\n<ul>\n<li><code>law</code>: the law.</li>\n</ul>"
+    assert _run_on_paragraphs(run_on) and not _run_on_paragraphs(listed)

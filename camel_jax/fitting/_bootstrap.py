@@ -160,6 +160,7 @@ def bootstrap(
     to ~1e-14 and, the objective being flat to second order at an optimum, parameters to ~sqrt(machine epsilon).
 
     **Arguments**:
+
     - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]), as for `fit`.
     - `key`: draws the resamples and the random starts.
     - `n_resamples`: B, the number of resamples (ignored when `resamples` is given).

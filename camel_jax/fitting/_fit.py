@@ -46,6 +46,7 @@ def huber(residual: Array, delta: float) -> Array:
     """Huber loss: r^2 / 2 for |r| <= delta, delta (|r| - delta / 2) beyond.
 
     **Arguments**:
+
     - `residual`: residuals, any shape; `delta`: where the loss turns from quadratic to linear.
 
     **Returns**: the loss of each residual, elementwise.
@@ -66,6 +67,7 @@ def objective(
     (NaN included).
 
     **Arguments**:
+
     - `law`: the law; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P]; `weights`: [P], >= 0.
     - `options`: a `FitOptions` (`delta`, `log_residuals`, `reduction`, `penalty` are read).
 
@@ -110,6 +112,7 @@ class FitResult(eqx.Module):
     """Result of `fit`.
 
     **Fields**:
+
     - `law`: the best start (lowest finite objective); batched over targets when `y` was [T, P].
     - `objective`: its objective.
     - `laws`: every optimized start, batched (leading axis R, after any target axis).
@@ -519,6 +522,7 @@ def fit_arrays(
     where no derivative exists (see `camel_jax.solver._implicit`, `fit_derivative_status`).
 
     **Arguments** (as `fit`'s):
+
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
     - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1.
     - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead.
@@ -548,6 +552,7 @@ def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
     declares no data units, or when the data are traced (inside a `jit`, where units must be static).
 
     **Arguments**:
+
     - `law`: a law (a structural template).
     - `inputs`: the tuple passed as `law(*inputs)`.
     - `y`: the targets ([P] or [T, P]).
@@ -650,6 +655,7 @@ def fit(
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
 
     **Arguments**:
+
     - `law`: any law (a structural template: its parameter values are not used unless it is passed as `inits`).
     - `inputs`: the tuple passed as `law(*inputs)`, e.g. `data.inputs`.
     - `y`: targets [P], or [T, P] to fit T targets at once (every result field then has a leading T axis).

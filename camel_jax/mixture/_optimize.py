@@ -30,6 +30,7 @@ def project_capped_simplex(v: Float[Array, " n"], lower: Float[Array, " n"], upp
     linearly on the segment where it crosses 1. The clip makes the bounds hold exactly.
 
     **Arguments**:
+
     - `v`: the point to project [n]; `lower`, `upper`: the bounds [n] (sum lower <= 1 <= sum upper).
 
     **Returns**: the projection r [n].
@@ -331,6 +332,7 @@ def optimal_mixture(
     """Maximize a score over mixtures on the simplex.
 
     **Arguments**:
+
     - `score`: what to maximize: a callable `score(r) -> scalar` for a mixture r [n], or a `Pipeline` with
       `model_size` (its score, the weighted benchmark accuracy), or a `PipelineFit` (its batched `pipelines` when
       it has resamples, with its `calibration`; else its `pipeline`).
