@@ -198,3 +198,17 @@ def test_the_html_check_sees_a_run_on_list():
     run_on = "<p><strong>Arguments</strong>:\n- <code>law</code>: the law. - <code>y</code>: targets.</p>"
     listed = "<p><strong>Arguments</strong>:</p>\n<ul>\n<li><code>law</code>: the law.</li>\n</ul>"
     assert _run_on_paragraphs(run_on) and not _run_on_paragraphs(listed)
+
+
+def test_code_examples_fit_the_column_and_getting_started_fits_two_screens():
+    """No horizontal scroll on the site: every line of a code block in docs/*.md is at most 88 characters."""
+    wide = []
+    for page in sorted(DOCS.parent.rglob("*.md")):
+        inside = False
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                inside = not inside
+            elif inside and len(line) > 88:
+                wide.append(f"{page.relative_to(DOCS.parent)}:{number} ({len(line)})")
+    assert wide == [], f"code lines over 88 characters: {wide}"
+    assert len((DOCS.parent / "index.md").read_text().splitlines()) <= 70
