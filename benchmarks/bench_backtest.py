@@ -27,20 +27,21 @@ SIZES = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0)
 
 
 def budgets(world: simulate.World) -> list[float | None]:
-    full = float(world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES)["flops"].sum())
+    full = float(world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES)["flops"].sum())
     return [f * full for f in (0.1, 0.2, 0.4, 0.7)] + [None]
 
 
-def timed_backtest(seed: int, repeats: int, methods=cj.BACKTEST_METHODS) -> tuple[float, object]:
+def timed_backtest(seed: int, repeats: int, methods=cj.experiments.BACKTEST_METHODS) -> tuple[float, object]:
     world = simulate.make_world(jax.random.key(seed))
     t0 = time.perf_counter()
-    table = cj.backtest(world, methods, key=jax.random.key(seed), budgets=budgets(world), repeats=repeats)
+    table = cj.experiments.backtest(world, methods, key=jax.random.key(seed), budgets=budgets(world), repeats=repeats)
     return time.perf_counter() - t0, table
 
 
 def baseline_cell(world: simulate.World, seed: int) -> float:
     """One (budget, repeat) cell of the tied-CAMEL method, fitted on its own."""
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES, noise=0.002, key=jax.random.key(seed))
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES, noise=0.002,
+                      key=jax.random.key(seed))
     key = jax.random.key(seed)
     t0 = time.perf_counter()
     losses = [f"loss_{v}" for v in world.validation_sets]
@@ -64,7 +65,7 @@ def main() -> None:
     first, _ = timed_backtest(0, args.repeats)
     second, table = timed_backtest(1, args.repeats)
     print(
-        f"full backtest, {len(cj.BACKTEST_METHODS)} methods x 5 budgets x {args.repeats} repeats "
+        f"full backtest, {len(cj.experiments.BACKTEST_METHODS)} methods x 5 budgets x {args.repeats} repeats "
         f"({cells} cells per method):"
     )
     print(f"  first world {first:.1f} s (compile included); second world {second:.1f} s")

@@ -33,7 +33,8 @@ SETTINGS = {
 
 def inputs(seed: int):
     world = simulate.make_world(jax.random.key(seed))
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES, noise=0.002, key=jax.random.key(seed))
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES, noise=0.002,
+                      key=jax.random.key(seed))
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],
                              names=list(world.benchmarks), key=jax.random.key(1), restarts=8)  # fmt: skip

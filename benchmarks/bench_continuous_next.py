@@ -42,9 +42,9 @@ def fit_and_regret(world, runs, key, restarts):
 def one_world(seed: int, args: argparse.Namespace) -> dict[str, float]:
     world = simulate.make_world(jax.random.key(seed))
     key = jax.random.key(100 + seed)
-    design = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES, noise=NOISE, key=key)
+    design = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES, noise=NOISE, key=key)
     full_flops = float(design["flops"].sum())
-    seed_mask = cj.sample_design("hourglass", design, 0.25 * full_flops, key).astype(bool)
+    seed_mask = cj.experiments.sample_design("hourglass", design, 0.25 * full_flops, key).astype(bool)
     seed_runs = design[seed_mask]
     result, data, _ = fit_and_regret(world, seed_runs, key, args.restarts)
     residual = np.asarray(data.y) - np.asarray(result.predict(*data.inputs))

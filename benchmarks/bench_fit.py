@@ -62,7 +62,7 @@ def scipy_fits(law_template, inputs, y, starts, maxiter):
 
     @jax.jit
     def value_and_grad(x):
-        return jax.value_and_grad(lambda z: cj.objective(eqx.combine(unravel(z), static), inputs, y, w))(x)
+        return jax.value_and_grad(lambda z: cj.fitting.objective(eqx.combine(unravel(z), static), inputs, y, w))(x)
 
     def fun(x):
         v, g = value_and_grad(jnp.asarray(x))
@@ -267,7 +267,8 @@ def scipy_to_convergence(template, inputs, y, starts, tol):
 
     @jax.jit
     def value_and_grad(x):
-        return jax.value_and_grad(lambda z: cj.objective(eqx.combine(unravel(z), static), arrays, jnp.asarray(y), w))(x)
+        return jax.value_and_grad(lambda z: cj.fitting.objective(eqx.combine(unravel(z), static), arrays,
+                                                                 jnp.asarray(y), w))(x)
 
     def fun(x):
         v, g = value_and_grad(jnp.asarray(x))
@@ -295,7 +296,7 @@ def section_scipy(quick: bool) -> None:
     print(f"   {'law':22s} {'ours conv':>9s} {'s/start':>8s} {'best obj':>13s} | {'scipy conv':>10s} {'s/start':>8s} "
           f"{'best obj':>13s} | {'speed':>6s}")  # fmt: skip
     for name, (law, inputs, y) in convergence_cases().items():
-        template = cj.data_template(law, inputs, y)
+        template = cj.fitting.data_template(law, inputs, y)
         starts = random_starts(template, jax.random.key(1), n_ours)
         kwargs = dict(key=jax.random.key(1), inits=starts)
         jax.block_until_ready(cj.fit(template, inputs, y, **kwargs).objective)  # compile

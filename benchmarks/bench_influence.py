@@ -6,8 +6,9 @@ the fit and cold (16 random starts, as the fit itself), all after a first call (
 the ratios, and how well the approximation ranks the
 runs (Spearman, top-5 overlap, largest error relative to the largest change).
 
-Then the influence on the pick (`cj.pick_influence`): every run's approximate leave-one-out change of the optimal
-mixture and its gain over the reference, on a simulated 3-benchmark pipeline (tied CAMEL, 3 datasets, P runs at 4
+Then the influence on the pick (`cj.mixture.pick_influence`): every run's approximate leave-one-out change of the
+optimal mixture and its gain over the reference, on a simulated 3-benchmark pipeline (tied CAMEL, 3 datasets, P runs at
+4
 sizes, 0.1% noise), against one exact refit of the benchmark laws (warm-started) and re-optimization of the
 mixture per run (`--pick-runs`, 0 to skip). Asserts nothing.
 
@@ -145,7 +146,8 @@ def pick_influence(P: int) -> None:
     pipeline_fit = cj.PipelineFit(pipeline=pipeline(fit), pipelines=None, loss_fit=fit, resamples=None)
 
     def influence():
-        out = cj.pick_influence(pipeline_fit, model_size=target, key=key, reference=reference, options=PICK_OPTIONS)
+        out = cj.mixture.pick_influence(pipeline_fit, model_size=target, key=key, reference=reference,
+                                        options=PICK_OPTIONS)
         return jax.block_until_ready(out)
 
     start = time.perf_counter()

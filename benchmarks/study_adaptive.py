@@ -1,14 +1,14 @@
 """The adaptive-design study behind the README's table (issue 16): adaptive vs the five static strategies.
 
-For each world (seed 0..N-1) of one zoo family: `cj.backtest` with one law (tied CAMEL by default) fitted on the
-runs each strategy chooses under the same FLOPs budgets (shares of the paper's 66-run design), the five static
-strategies of `cj.STRATEGIES` and `"adaptive"` (an hourglass seed at 25% of the budget, then `--rounds` tranches
-chosen by `next_runs` from `--resamples` bootstrap refits). The full design (every run, the same for every
-strategy) is the yardstick. Prints per world and, at the end, per (strategy, budget): the median and mean regret
-(accuracy points) over worlds x repeats, the mean FLOPs spent, and the smallest budget at which each strategy's
-median regret reaches the full design's (the paper's "50% saving" question). With `--bands B` every cell is also
-refitted on B bootstrap resamples and the summary adds the coverage of the pick's nominal 95% band (the true value
-inside it). Writes every row to --out.
+For each world (seed 0..N-1) of one zoo family: `cj.experiments.backtest` with one law (tied CAMEL by default)
+fitted on the runs each strategy chooses under the same FLOPs budgets (shares of the paper's 66-run design), the
+five static strategies of `cj.experiments.STRATEGIES` and `"adaptive"` (an hourglass seed at 25% of the budget, then
+`--rounds` tranches chosen by `next_runs` from `--resamples` bootstrap refits). The full design (every run, the same
+for every strategy) is the yardstick. Prints per world and, at the end, per (strategy, budget): the median and mean
+regret (accuracy points) over worlds x repeats, the mean FLOPs spent, and the smallest budget at which each
+strategy's median regret reaches the full design's (the paper's "50% saving" question). With `--bands B` every cell
+is also refitted on B bootstrap resamples and the summary adds the coverage of the pick's nominal 95% band (the true
+value inside it). Writes every row to --out.
 
 Usage: python benchmarks/study_adaptive.py [--family capacity_data] [--worlds 20] [--first 0] [--repeats 3]
        [--fractions 0.25,0.5,0.75] [--law camel] [--rounds 3] [--resamples 16] [--bands 16] [--max-shift 0.2]
@@ -33,10 +33,10 @@ SIZES = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0)
 
 def one_world(args: argparse.Namespace, seed: int) -> pd.DataFrame:
     world = simulate.make_world(jax.random.key(seed), args.family)
-    full = float(world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES)["flops"].sum())
+    full = float(world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES)["flops"].sum())
     fractions = [float(f) for f in args.fractions.split(",")]
-    strategies = (*cj.STRATEGIES, "adaptive")
-    table = cj.backtest(
+    strategies = (*cj.experiments.STRATEGIES, "adaptive")
+    table = cj.experiments.backtest(
         world,
         {s: args.law for s in strategies},
         key=jax.random.key(100 + seed),
@@ -44,7 +44,7 @@ def one_world(args: argparse.Namespace, seed: int) -> pd.DataFrame:
         strategy={s: s for s in strategies},
         repeats=args.repeats,
         max_shift=args.max_shift,
-        adaptive=cj.AdaptiveOptions(law=args.law, rounds=args.rounds, n_resamples=args.resamples),
+        adaptive=cj.experiments.AdaptiveOptions(law=args.law, rounds=args.rounds, n_resamples=args.resamples),
         n_resamples=args.bands,
     )
     table = table.assign(seed=seed, fraction=(table["budget"] / full).round(2), spent=table["flops"] / full)

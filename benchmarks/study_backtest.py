@@ -1,7 +1,8 @@
 """The decision-backtest study behind the README's table: every method on many worlds of one zoo family.
 
-For each world (seed 0..N-1): `cj.backtest` with every method of `cj.BACKTEST_METHODS`, five FLOPs budgets (10%,
-20%, 40%, 70% and 100% of the paper's 66-run design), CAMEL on the hourglass strategy and the baselines on the
+For each world (seed 0..N-1): `cj.experiments.backtest` with every method of `cj.experiments.BACKTEST_METHODS`, five
+FLOPs budgets (10%, 20%, 40%, 70% and 100% of the paper's 66-run design), CAMEL on the hourglass strategy and the
+baselines on the
 rectangle (the paper's Figure 1 protocol), at M=20. Prints per-world progress and, at the end, the mean regret
 (accuracy points) and median capture per method with standard errors over worlds; writes every row to --out.
 
@@ -37,11 +38,11 @@ ROBUST = {"none": None, "mean": "mean", "q25": ("quantile", 0.25), "q10": ("quan
 
 
 def one_world(family: str, seed: int, repeats: int, weights: str, max_shift: float | None,
-              fractions=FRACTIONS, methods=cj.BACKTEST_METHODS, resamples: int = 0,
+              fractions=FRACTIONS, methods=cj.experiments.BACKTEST_METHODS, resamples: int = 0,
               robust: str = "none") -> pd.DataFrame:  # fmt: skip
     world = simulate.make_world(jax.random.key(seed), family)
-    full = float(world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES)["flops"].sum())
-    table = cj.backtest(
+    full = float(world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES)["flops"].sum())
+    table = cj.experiments.backtest(
         world,
         methods,
         key=jax.random.key(100 + seed),
@@ -79,7 +80,7 @@ def main() -> None:
     parser.add_argument("--weights", default="balanced", choices=sorted(cj.BENCHMARK_WEIGHTS), help="benchmark weights")
     parser.add_argument("--max-shift", type=float, default=None, help="choose within reference (1 +- this)")
     parser.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS), help="budgets, share of 66 runs")
-    parser.add_argument("--methods", default=",".join(cj.BACKTEST_METHODS))
+    parser.add_argument("--methods", default=",".join(cj.experiments.BACKTEST_METHODS))
     parser.add_argument("--resamples", type=int, default=0, help="bootstrap resamples per cell (bands, robust)")
     parser.add_argument("--robust", default="none", choices=sorted(ROBUST))
     parser.add_argument("--out", default=None)

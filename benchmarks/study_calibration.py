@@ -46,7 +46,7 @@ def one_world(family: str, seed: int, B: int, validation: tuple[int, ...] | None
               beta_max: float | None = None) -> tuple[list[dict], dict[str, float]]:  # fmt: skip
     key = jax.random.key(seed)
     world = simulate.make_world(key, family)
-    mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
+    mixtures = np.asarray(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2))
     runs = world.runs(mixtures, SIZES, noise=0.002, key=jax.random.fold_in(key, 1))
     losses = [c for c in runs.columns if c.startswith("loss_")]
     validation = tuple(range(len(losses))) if validation is None else validation

@@ -203,7 +203,7 @@ def section_bound(quick: bool) -> None:
     n_points = [18, 42, 66] if quick else [18, 24, 30, 36, 42, 48, 54, 60, 66]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = cj.compare_laws(laws, data, [4, 5, 6, 7, 8, 10], [12, 20], n_points=n_points,
+        table = cj.experiments.compare_laws(laws, data, [4, 5, 6, 7, 8, 10], [12, 20], n_points=n_points,
                                 repeats=3 if quick else 20, key=jax.random.key(0), restarts=8)  # fmt: skip
     print(table.groupby(["test_size", "law", "n_points"])["error"].mean().unstack("n_points").round(3).to_string())
 

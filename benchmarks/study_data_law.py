@@ -2,8 +2,8 @@
 
 For each world: (1) extrapolation error: every validation loss's law fitted on the paper's design (11 perturbed
 mixtures x sizes 4-10, 0.2% noise) and scored by `select_law` against the noise-free losses at M=20 (MAPE, %);
-(2) decision regret: `cj.backtest` with methods camel (tied CAMEL), camel-data (tied CAMELData) and sodm on the
-`--weights` (default Balanced) at M=20 over the whole simplex, every run, `--repeats` noise draws. Prints
+(2) decision regret: `cj.experiments.backtest` with methods camel (tied CAMEL), camel-data (tied CAMELData) and sodm on
+the `--weights` (default Balanced) at M=20 over the whole simplex, every run, `--repeats` noise draws. Prints
 per-family means with standard errors over worlds and the share of worlds in which each law is within 10% of the
 best error.
 
@@ -43,7 +43,7 @@ def laws(n: int, key: jax.Array) -> dict[str, object]:
 
 def extrapolation(world, seed: int) -> pd.DataFrame:
     """MAPE at M=20 of each law on each validation loss (fitted on the noisy paper design)."""
-    mixtures = cj.perturbed_mixtures(simulate.REFERENCE, 0.2)
+    mixtures = cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2)
     train = world.runs(mixtures, SIZES, noise=0.002, key=jax.random.key(500 + seed))
     test = world.runs(mixtures, [TARGET])
     runs = pd.concat([train, test], ignore_index=True)
@@ -51,7 +51,7 @@ def extrapolation(world, seed: int) -> pd.DataFrame:
     frames = []
     for target in [c for c in runs.columns if c.startswith("loss_val")]:
         data = cj.MixtureData.from_frame(runs, mixture=columns, target=target, size="size")
-        _, table = cj.select_law(laws(len(columns), jax.random.key(seed)), data, key=jax.random.key(seed))
+        _, table = cj.experiments.select_law(laws(len(columns), jax.random.key(seed)), data, key=jax.random.key(seed))
         frames.append(table.assign(loss=target))
     return pd.concat(frames)[["law", "loss", "error"]]
 
@@ -59,7 +59,8 @@ def extrapolation(world, seed: int) -> pd.DataFrame:
 def one_world(family: str, seed: int, repeats: int, weights: str, loss: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     world = simulate.make_world(jax.random.key(seed), family)
     errors = extrapolation(world, seed) if loss else pd.DataFrame({"law": list(METHODS), "loss": "", "error": np.nan})
-    regret = cj.backtest(world, METHODS, key=jax.random.key(100 + seed), repeats=repeats, target_size=TARGET,
+    regret = cj.experiments.backtest(world, METHODS, key=jax.random.key(100 + seed), repeats=repeats,
+                                     target_size=TARGET,
                          benchmark_weights=weights)  # fmt: skip
     return errors.assign(family=family, world=seed), regret.assign(family=family, world_seed=seed)
 

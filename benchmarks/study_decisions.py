@@ -46,7 +46,7 @@ def _design(family: str, seed: int, restarts: int):
     """The world, the paper's design trained in it, the benchmark fits, the mixture data and the law template."""
     key = jax.random.key(seed)
     world = simulate.make_world(key, family)
-    mixtures = np.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
+    mixtures = np.asarray(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2))
     runs = world.runs(mixtures, SIZES, noise=0.002, key=jax.random.fold_in(key, 1))
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],

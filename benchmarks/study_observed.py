@@ -36,16 +36,18 @@ def backtests(seed: int, restarts: int) -> pd.DataFrame:
     key = jax.random.key(seed)
     common = dict(key=key, restarts=restarts)
     train, candidates, mixture, weightings = shared_data.dmsl_decision()
-    frames = [cj.backtest_observed(train, candidates, mixture=mixture, size="model_size", weightings=weightings,
+    frames = [cj.experiments.backtest_observed(train, candidates, mixture=mixture, size="model_size",
+                                               weightings=weightings,
                                    name="dmsl 2.7B (4)", **common)]  # fmt: skip
     train, candidates, mixture, weightings = shared_data.mixinglaws_decision()
-    frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="nonembedding_params",
+    frames.append(cj.experiments.backtest_observed(train, candidates, mixture=mixture, size="nonembedding_params",
                                        weightings=weightings, name="mixinglaws 1B", **common))  # fmt: skip
     train, candidates, at_1m, mixture, weightings = shared_data.regmix_decision()
-    laws = [m for m in cj.OBSERVED_METHODS if m != "best-observed"]
-    frames.append(cj.backtest_observed(train, candidates, mixture=mixture, size="size", weightings=weightings,
+    laws = [m for m in cj.experiments.OBSERVED_METHODS if m != "best-observed"]
+    frames.append(cj.experiments.backtest_observed(train, candidates, mixture=mixture, size="size",
+                                                   weightings=weightings,
                                        methods=laws, name="regmix 60M (256)", **common))  # fmt: skip
-    proxy = cj.backtest_observed(pd.concat([train, at_1m], ignore_index=True), candidates, mixture=mixture,
+    proxy = cj.experiments.backtest_observed(pd.concat([train, at_1m], ignore_index=True), candidates, mixture=mixture,
                                  size="size", weightings=weightings, methods=["best-observed"], name="regmix 60M (256)",
                                  **common)  # fmt: skip
     frames.append(proxy)

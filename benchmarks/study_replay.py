@@ -47,7 +47,7 @@ def dmsl() -> ReplayTable:
     return ReplayTable(
         r=train[mixture].to_numpy(float), size=train["model_size"].to_numpy(float),
         y=train[losses].mean(axis=1).to_numpy(float),
-        cost=cj.flops(train["model_size"].to_numpy(float), train["n_tokens"].to_numpy(float)),
+        cost=cj.experiments.flops(train["model_size"].to_numpy(float), train["n_tokens"].to_numpy(float)),
         r_test=test[mixture].to_numpy(float), y_test=test[losses].mean(axis=1).to_numpy(float),
         size_test=float(test["model_size"].iloc[0]), names=tuple(mixture),
     )  # fmt: skip
@@ -58,7 +58,7 @@ def mixinglaws() -> ReplayTable:
     tokens = 20000 * 2**20  # step 20k x 1M tokens per step
     return ReplayTable(
         r=train[mixture].to_numpy(float), size=train["nonembedding_params"].to_numpy(float),
-        y=train["loss"].to_numpy(float), cost=cj.flops(train["nonembedding_params"].to_numpy(float), tokens),
+        y=train["loss"].to_numpy(float), cost=cj.experiments.flops(train["nonembedding_params"].to_numpy(float), tokens),
         r_test=test[mixture].to_numpy(float), y_test=test["loss"].to_numpy(float),
         size_test=float(test["nonembedding_params"].iloc[0]), names=tuple(mixture),
     )  # fmt: skip
@@ -70,7 +70,7 @@ def regmix() -> ReplayTable:
     r_test = test_60m[mixture].to_numpy(float)
     return ReplayTable(
         r=r / r.sum(1, keepdims=True), size=train["size"].to_numpy(float), y=train["pile_cc_val_loss"].to_numpy(float),
-        cost=cj.flops(train["size"].to_numpy(float), 1.0), r_test=r_test / r_test.sum(1, keepdims=True),
+        cost=cj.experiments.flops(train["size"].to_numpy(float), 1.0), r_test=r_test / r_test.sum(1, keepdims=True),
         y_test=test_60m["pile_cc_val_loss"].to_numpy(float), size_test=6e7, names=tuple(mixture),
     )  # fmt: skip
 
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=4)
     parser.add_argument("--resamples", type=int, default=12)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--methods", default="next,random," + ",".join(cj.STRATEGIES))
+    parser.add_argument("--methods", default="next,random," + ",".join(cj.experiments.STRATEGIES))
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
     parser.add_argument("--replot", default=None, help="draw --figure from the rows of an earlier run's --out CSV")

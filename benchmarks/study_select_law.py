@@ -97,8 +97,8 @@ def nested_dml(name, train, test, mixture, targets, args) -> list[dict]:
         data = cj.MixtureData.from_frame(both, mixture=mixture, target=target, size="size")
         sizes = sorted(train["size"].unique())
         mask = both["size"].isin(sizes).to_numpy(float)[None]
-        frame = cj.extrapolation_error(
-            cj.DMLNested(), data, sizes, float(test["size"].iloc[0]), masks=mask, key=jax.random.key(0)
+        frame = cj.experiments.extrapolation_error(
+            cj.experiments.DMLNested(), data, sizes, float(test["size"].iloc[0]), masks=mask, key=jax.random.key(0)
         )
         errors.append(float(frame["error"].mean()))
     return [{"data": name, "law": "dml-nested", "seed": 0, "n_train": len(train), "final": float(np.mean(errors))}]

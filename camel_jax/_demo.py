@@ -166,7 +166,7 @@ def _make_world(stages: _Stages, key: Any, out_dir: Path, numbers: dict[str, Any
                            "rerun benchmarks/find_demo_world.py and update WORLD_KEY")  # fmt: skip
     print(f"  at stake (the simulator's truth, checked now): the best mixture scores {100 * gain:+.2f} points over "
           f"the reference at M={TARGET:g}\n")  # fmt: skip
-    mixtures = cj.perturbed_mixtures(reference, SHIFT)
+    mixtures = cj.experiments.perturbed_mixtures(reference, SHIFT)
     runs = world.runs(mixtures, TRAIN_SIZES + [HELD_OUT], noise=NOISE, key=jax.random.fold_in(key, 2))
     train = runs[runs["size"].isin(TRAIN_SIZES)].reset_index(drop=True)
     test = runs[runs["size"] == HELD_OUT].reset_index(drop=True)
@@ -357,7 +357,7 @@ def _score_figure(setup: _World, fitted: Any, pick: Any, key: Any, numbers: dict
     names = _design_names(setup.datasets)
     mixtures = {"reference": setup.reference}
     if best != 0:
-        mixtures[f"best trained mixture at M={TRAIN_SIZES[-1]:g} ({names[best]})"] = cj.perturbed_mixtures(
+        mixtures[f"best trained mixture at M={TRAIN_SIZES[-1]:g} ({names[best]})"] = cj.experiments.perturbed_mixtures(
             setup.reference, SHIFT)[best]  # fmt: skip
     mixtures["pick (not trained)"] = np.asarray(pick.r)
     observed = {}
@@ -420,7 +420,7 @@ def _gadre_fits(key: Any, seed: int, n_splits: int) -> dict[str, Any]:
     out = {"gadre": gadre, "held": held, "pred": pred, "g_losses": g_losses, "g_bench": g_bench, "heldout": None}
     if n_splits:
         sets = {"multi-loss (8)": g_losses, "single-loss (c4)": ["loss_c4_val"]}
-        out["heldout"] = cj.heldout_benchmark_error(gadre, sets, g_bench, key, n_splits=n_splits)
+        out["heldout"] = cj.experiments.heldout_benchmark_error(gadre, sets, g_bench, key, n_splits=n_splits)
     return out
 
 

@@ -9,6 +9,7 @@ uses in the next release.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
@@ -53,10 +54,15 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
 
 
 def renamed_attributes(module: str, namespace: Mapping[str, Any], renames: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module's `__getattr__` for its old names ({old: new}, `new` a name in `namespace`, the module's globals):
-    each old name gives the new name's object, with a warning."""
+    """A module's `__getattr__` for its old names ({old: new}, `new` a name in `namespace`, the module's globals,
+    or the full dotted path of a name that moved to another module, "camel_jax.experiments.backtest"): each old
+    name gives the new name's object, with a warning."""
 
     def __getattr__(name: str) -> Any:
+        if name in renames and "." in renames[name]:
+            where, _, attribute = renames[name].rpartition(".")
+            warn_renamed(f"{module}.{name}", renames[name])
+            return getattr(importlib.import_module(where), attribute)
         if name in renames:
             warn_renamed(f"{module}.{name}", f"{module}.{renames[name]}")
             return namespace[renames[name]]

@@ -28,14 +28,15 @@ print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(),
 # %%
 world = simulate.default_world(jax.random.key(0))
 reference = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
-runs = world.runs(cj.perturbed_mixtures(reference), [4, 5, 6, 7, 8, 10, 12], noise=0.002, key=jax.random.key(1))
+runs = world.runs(cj.experiments.perturbed_mixtures(reference), [4, 5, 6, 7, 8, 10, 12], noise=0.002,
+                  key=jax.random.key(1))
 runs.head(3)
 
 # %% [markdown]
 # Validate and convert the table (every problem would be a `ValueError` naming column and row). We fit on sizes 4-10
 # and hold out size 12. The tied law (the theorem's exponents, capacity ~ M^3 for the paper's scale index) with k=2
-# intrinsic domains: with k=3 one domain is redundant on these data and its exponent runs away (`cj.select_domains`
-# chooses k by held-out error).
+# intrinsic domains: with k=3 one domain is redundant on these data and its exponent runs away
+# (`cj.experiments.select_domains` chooses k by held-out error).
 
 # %%
 train, test = runs[runs["size"] <= 10], runs[runs["size"] == 12]
@@ -103,4 +104,4 @@ predicted = float(gradient @ bump)
 refitted = float(loss_at_pick(data.y + bump) - loss_at_pick(data.y - bump)) / 2  # central: refit and re-pick twice
 print(f"run {row}: the loss at the pick moves by {predicted:+.4g} (gradient) and {refitted:+.4g} (refit and re-pick)")
 assert np.all(np.isfinite(np.asarray(gradient))) and abs(predicted - refitted) <= 0.01 * abs(refitted)
-print(cj.influence_text(cj.influence(result, (reference[None], np.array([20.0]))), top=3))
+print(cj.mixture.influence_text(cj.influence(result, (reference[None], np.array([20.0]))), top=3))

@@ -29,7 +29,7 @@ print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(),
 world = simulate.default_world(jax.random.key(1))
 reference = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
 train_sizes = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
-runs = world.runs(cj.perturbed_mixtures(reference), train_sizes, noise=0.002, key=jax.random.key(2))
+runs = world.runs(cj.experiments.perturbed_mixtures(reference), train_sizes, noise=0.002, key=jax.random.key(2))
 losses = [f"loss_{v}" for v in world.validation_sets]
 benchmarks = list(world.benchmarks)
 fits = cj.fit_benchmarks(
@@ -94,7 +94,7 @@ table
 # captures the possible gain.
 
 # %%
-path = cj.mixture_path(
+path = cj.mixture.mixture_path(
     fitted.pipelines, [6.0, 10.0, 14.0, 20.0, 30.0], key=jax.random.key(0), datasets=list(simulate.DATASETS), **region
 )
 plot.mixture_vs_size(path, title="Optimal Knowledge-specialized mixture across sizes (95% band)")

@@ -27,7 +27,7 @@ print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(),
 # %%
 world = simulate.default_world(jax.random.key(0))
 runs = world.runs(
-    cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.10, 0.15]),
+    cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.10, 0.15]),
     [4, 5, 6, 7, 8, 10, 12, 20],
     noise=0.002,
     key=jax.random.key(1),
@@ -39,7 +39,7 @@ laws = {
     "CAMEL free": cj.CAMEL.sample_init(key, n_datasets=5, n_domains=3),
     "SODMAdditive": cj.SODMAdditive.sample_init(key, n_datasets=5, tokens=False),
     "SODMJoint": cj.SODMJoint.sample_init(key, n_datasets=5, tokens=False),
-    "DMLNested": cj.DMLNested(restarts=8),
+    "DMLNested": cj.experiments.DMLNested(restarts=8),
 }
 n_points = [18, 42, 66] if QUICK else [18, 24, 30, 36, 42, 48, 54, 60, 66]  # the paper's protocol
 repeats = 3 if QUICK else 20
@@ -48,7 +48,7 @@ import warnings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # "fewer points than parameters" is expected at n=18
-    table = cj.compare_laws(
+    table = cj.experiments.compare_laws(
         laws, data, [4, 5, 6, 7, 8, 10], [12, 20], n_points=n_points, repeats=repeats, key=key, restarts=8
     )
 print(f"{len(table)} fits scored in {time.perf_counter() - t0:.0f} s")

@@ -126,9 +126,9 @@ for name, law in laws.items():
             "heldout_1B_mape": score(res.predict(*d_test.inputs), d_test.y),
         }
     )
-dml = cj.extrapolation_error(
-    cj.DMLNested(restarts=8),
-    cj.MixtureData.from_frame(total.assign(g=total["train_mixture"]), group="g", **kw),
+dml = cj.experiments.extrapolation_error(
+    cj.experiments.DMLNested(restarts=8), cj.MixtureData.from_frame(total.assign(g=total["train_mixture"]), group="g",
+    **kw),
     [],
     sorted(set(np.asarray(d_test.size).tolist()))[0],
     masks=np.asarray(total["model_size_label"] != "1B", float)[None, :],
@@ -143,20 +143,21 @@ mix_table.round(3)
 # %% [markdown]
 # ## The decision on real data: which held-out run would each law have trained?
 #
-# `cj.backtest_observed` fits each method on the smaller runs and lets it pick among mixtures trained at a larger
-# size: dmsl's four 2.7B runs (8 weightings: each validation loss and their mean), 5Mix's 1B runs, and RegMix's 256
+# `cj.experiments.backtest_observed` fits each method on the smaller runs and lets it pick among mixtures trained at a
+# larger size: dmsl's four 2.7B runs (8 weightings: each validation loss and their mean), 5Mix's 1B runs, and RegMix's
+# 256
 # 60M runs ranked from 512 1M runs. `regret_share` is the pick's regret over the candidates' range (a random pick
 # averages ~0.5 with 4 candidates). Study 2's table averages 5 fit seeds with 32 restarts
 # (`benchmarks/study_observed.py`).
 
 # %%
 frames = []
-methods = ["camel", "best-observed"] if QUICK else list(cj.OBSERVED_METHODS)
+methods = ["camel", "best-observed"] if QUICK else list(cj.experiments.OBSERVED_METHODS)
 train, candidates, mixture, weightings = shared_data.dmsl_decision()
 if QUICK:
     weightings = {"mean": weightings["mean"]}
 frames.append(
-    cj.backtest_observed(
+    cj.experiments.backtest_observed(
         train,
         candidates,
         mixture=mixture,
@@ -170,7 +171,7 @@ frames.append(
 )
 train, candidates, mixture, weightings = shared_data.mixinglaws_decision()
 frames.append(
-    cj.backtest_observed(
+    cj.experiments.backtest_observed(
         train,
         candidates,
         mixture=mixture,
@@ -185,7 +186,7 @@ frames.append(
 if not QUICK and (shared_data.ROOT / "regmix_liu2024").is_dir():  # 512 runs x 17 datasets: full runs only
     train, candidates, at_1m, mixture, weightings = shared_data.regmix_decision()
     frames.append(
-        cj.backtest_observed(
+        cj.experiments.backtest_observed(
             train,
             candidates,
             mixture=mixture,
@@ -211,8 +212,9 @@ by_method.round(3)
 #
 # In dmsl the per-domain spread across mixtures barely shrinks from 122M to 1.2B parameters, which CAMEL's K_i /
 # (eta_i^alpha_i M^beta_i) cannot hold. `cj.CAMELData` adds a per-domain data term sum_i G_i / (eta_i D)^gamma_i: each
-# intrinsic domain's loss also falls with the tokens it receives. `cj.select_law` fits every candidate on all runs
-# below the largest size and ranks them by their error there (never by the fit objective); laws of (r, M) get the
+# intrinsic domain's loss also falls with the tokens it receives. `cj.experiments.select_law` fits every candidate on
+# all runs below the largest size and ranks them by their error there (never by the fit objective); laws of (r, M) get
+# the
 # same runs without the token column. Study 6 (`benchmarks/study_select_law.py`) runs all 7 dmsl losses
 # with 32 restarts and 3 seeds.
 
@@ -240,11 +242,13 @@ for target in [] if QUICK else losses:  # 2,408 runs x 7 losses: full runs only 
     data = cj.MixtureData.from_frame(
         runs.dropna(subset=[target]), mixture=mixture, target=target, size="size", tokens="tokens"
     )
-    winner, table = cj.select_law(candidates(7, 1e9, 1e10, not QUICK), data, key=key, restarts=8 if QUICK else 16)
+    winner, table = cj.experiments.select_law(candidates(7, 1e9, 1e10, not QUICK), data, key=key,
+                                              restarts=8 if QUICK else 16)
     tables.append(table.assign(data="dmsl 2.7B", target=target))
 runs5, mixture5 = shared_data.mixinglaws_runs()
 data = cj.MixtureData.from_frame(runs5, mixture=mixture5, target="loss", size="size", tokens="tokens")
-winner, table = cj.select_law(candidates(5, 1e8, 1e10, not QUICK), data, key=key, restarts=4 if QUICK else 16)
+winner, table = cj.experiments.select_law(candidates(5, 1e8, 1e10, not QUICK), data, key=key,
+                                          restarts=4 if QUICK else 16)
 tables.append(table.assign(data="5Mix 1B", target="loss"))
 selection = pd.concat(tables, ignore_index=True)
 # on 5Mix the law chosen by held-out error extrapolates within 1.5% (sodm-additive-D, 0.83%, when written), and it is

@@ -30,7 +30,10 @@ print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(),
 world = simulate.default_world(jax.random.key(0))
 sizes = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 runs = world.runs(
-    cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.10, 0.15]), sizes + [12.0], noise=0.002, key=jax.random.key(1)
+    cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.10, 0.15]),
+    sizes + [12.0],
+    noise=0.002,
+    key=jax.random.key(1),
 )
 data = world.mixture_data(runs, "loss_val0")
 cost = runs["flops"].to_numpy()
@@ -49,8 +52,8 @@ t0 = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     for budget in budgets:
-        for strategy in cj.STRATEGIES:
-            f = cj.extrapolation_error(
+        for strategy in cj.experiments.STRATEGIES:
+            f = cj.experiments.extrapolation_error(
                 law,
                 data,
                 sizes,

@@ -3,8 +3,9 @@
 #
 # 104 models (11M-6.9B parameters, three corpora) with 8 validation losses and 46 benchmarks. The paper's protocol:
 # fit on 80% of the checkpoints, score the other 20%, here repeated over 10 seeded splits with both laws scored on the
-# same splits (`cj.heldout_benchmark_error`). The multi-loss law (8 losses) is compared with the single-loss law
-# (c4_val only) on benchmarks with signal (MMLU is at chance here). The full table lives in `../shared`; a
+# same splits (`cj.experiments.heldout_benchmark_error`). The multi-loss law (8 losses) is compared with the
+# single-loss law (c4_val only) on benchmarks with signal (MMLU is at chance here). The full table lives in
+# `../shared`; a
 # 10-benchmark subset ships in the package (MIT).
 
 # %%
@@ -45,7 +46,7 @@ benchmarks = [
 ]
 sets = {"multi-loss": losses, "single-loss (c4_val)": ["loss_c4_val"]}
 n_splits = 3 if QUICK else 10
-table = cj.heldout_benchmark_error(df, sets, benchmarks, jax.random.key(0), n_splits=n_splits)
+table = cj.experiments.heldout_benchmark_error(df, sets, benchmarks, jax.random.key(0), n_splits=n_splits)
 per_split = table.groupby(["split", "losses"])["heldout_mae"].mean().unstack()
 diff = per_split["multi-loss"] - per_split["single-loss (c4_val)"]
 print(

@@ -4,8 +4,9 @@
 # The paper's Figure 1 and Tables 1-2 ask whether a law's pick beats simple baselines. Here the truth is known: each
 # world of `simulate.make_world` (default family `capacity_data`: capacity allocation plus a per-domain data term,
 # specialized validation sets and benchmarks) is checked first against the real-data figures its realism targets come
-# from, then `cj.backtest` trains the paper's 66-run design under FLOPs budgets, fits each method and scores its pick
-# at M=20 by the world's true Balanced score. `regret` is the true optimum minus the pick's true value; `capture`
+# from, then `cj.experiments.backtest` trains the paper's 66-run design under FLOPs budgets, fits each method and
+# scores its pick at M=20 by the world's true Balanced score. `regret` is the true optimum minus the pick's true value;
+# `capture`
 # the share of the achievable gain over the paper's reference mixture. CAMEL uses the hourglass strategy, the
 # baselines the rectangle, as in the paper.
 
@@ -53,15 +54,16 @@ assert (realism["optimum - reference (points)"] > 0).all(), realism
 realism.round(2)
 
 # %%
-methods = ["camel", "size-agnostic", "best-observed"] if QUICK else list(cj.BACKTEST_METHODS)
+methods = ["camel", "size-agnostic", "best-observed"] if QUICK else list(cj.experiments.BACKTEST_METHODS)
 seeds = range(1) if QUICK else range(6)
 fractions = [0.4, 1.0] if QUICK else [0.1, 0.2, 0.4, 0.7, 1.0]
 frames = []
 for seed in seeds:
     world = simulate.make_world(jax.random.key(seed))
-    full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
+    design = cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2)
+    full = world.runs(design, [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
     t0 = time.perf_counter()
-    frame = cj.backtest(
+    frame = cj.experiments.backtest(
         world,
         methods,
         key=jax.random.key(100 + seed),
@@ -112,7 +114,7 @@ sys.path.insert(0, os.path.join("..", "benchmarks"))
 import study_backtest
 
 weightings = ["math"] if QUICK else ["balanced", "math", "code", "knowledge"]  # CI: Balanced is checked above
-methods = ["camel", "sodm", "best-observed"] if QUICK else list(cj.BACKTEST_METHODS)
+methods = ["camel", "sodm", "best-observed"] if QUICK else list(cj.experiments.BACKTEST_METHODS)
 parts = []
 for weights in weightings:
     for seed in range(1 if QUICK else 6):

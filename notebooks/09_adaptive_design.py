@@ -41,7 +41,7 @@ print("camel-jax", cj.__version__, "| jax", jax.__version__, "|", jax.devices(),
 world = simulate.make_world(jax.random.key(3))
 sizes = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 design = world.runs(
-    cj.perturbed_mixtures(simulate.REFERENCE, 0.2),
+    cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2),
     sizes,
     noise=0.002,
     key=jax.random.key(1),
@@ -50,7 +50,7 @@ design = world.runs(
 full = float(design["flops"].sum())
 import warnings
 
-seed = cj.sample_design("hourglass", design, 0.25 * full, jax.random.key(2)).astype(bool)
+seed = cj.experiments.sample_design("hourglass", design, 0.25 * full, jax.random.key(2)).astype(bool)
 trained, candidates = design[seed].reset_index(drop=True), design[~seed].reset_index(drop=True)
 losses = [f"loss_{v}" for v in world.validation_sets]
 weights = cj.BENCHMARK_WEIGHTS["balanced"]
@@ -128,19 +128,20 @@ for name, r in [("before", step.attrs["recommended"]), ("after", after.attrs["re
     print(f"recommended {name}: {np.round(r, 3)}, true gain over the reference {gain:+.2f} points")
 
 # %% [markdown]
-# **The backtest.** `cj.backtest(..., strategy="adaptive")` repeats that loop in every (budget, repeat) cell: the
-# hourglass seed, then `rounds` tranches of what is left, all cells fitted as one batched program per round. Below,
+# **The backtest.** `cj.experiments.backtest(..., strategy="adaptive")` repeats that loop in every (budget, repeat)
+# cell: the hourglass seed, then `rounds` tranches of what is left, all cells fitted as one batched program per round.
+# Below,
 # tied CAMEL on the runs each strategy chooses, at equal FLOPs budgets; the full design (every run) is the yardstick.
 # `regret` is the true optimum minus the pick's true value, over the whole simplex.
 
 # %%
-strategies = ("hourglass", "adaptive") if QUICK else (*cj.STRATEGIES, "adaptive")
+strategies = ("hourglass", "adaptive") if QUICK else (*cj.experiments.STRATEGIES, "adaptive")
 fractions = [0.5] if QUICK else [0.25, 0.5]
 frames = []
 for seed in range(1 if QUICK else 3):
     w = simulate.make_world(jax.random.key(seed))
     t0 = time.perf_counter()
-    frame = cj.backtest(
+    frame = cj.experiments.backtest(
         w,
         {s: "camel" for s in strategies},
         key=jax.random.key(100 + seed),

@@ -55,7 +55,7 @@ def test_weightings_disagree_and_the_optimum_moves_with_size(reports):
 
 def test_zoo_families_and_heteroscedastic_noise():
     key = jax.random.key(3)
-    r = jnp.asarray(cj.perturbed_mixtures(simulate.REFERENCE, 0.2))
+    r = jnp.asarray(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2))
     for family in simulate.FAMILIES:
         world = simulate.make_world(key, family)
         L = np.asarray(world.losses(r, jnp.full(r.shape[0], 8.0)))
@@ -97,22 +97,24 @@ def _oracle(world, weights):
 def test_a_method_that_knows_the_truth_has_zero_regret_and_full_capture():
     world = simulate.make_world(jax.random.key(1))
     oracle = _oracle(world, cj.BENCHMARK_WEIGHTS["balanced"])
-    table = cj.backtest(world, {"oracle": oracle, "best": "best-observed"}, key=jax.random.key(0), repeats=3)
+    table = cj.experiments.backtest(world, {"oracle": oracle, "best": "best-observed"}, key=jax.random.key(0),
+                                    repeats=3)
     mine = table[table["method"] == "oracle"]
     assert np.all(np.abs(mine["regret"]) < 1e-6)
     np.testing.assert_allclose(mine["capture"], 1.0, atol=1e-4)
     best = table[table["method"] == "best"]
     assert np.all(best["regret"] > -1e-6)  # nothing beats the true optimum
-    assert list(table.columns[: len(cj.BACKTEST_COLUMNS)]) == list(cj.BACKTEST_COLUMNS)
+    assert list(table.columns[: len(cj.experiments.BACKTEST_COLUMNS)]) == list(cj.experiments.BACKTEST_COLUMNS)
     assert [c for c in table.columns if c.startswith("r_")] == [f"r_{d}" for d in world.datasets]
 
 
 def test_repeats_are_paired_and_budgets_respected():
     world = simulate.make_world(jax.random.key(2))
     a, b = _oracle(world, cj.BENCHMARK_WEIGHTS["math"]), _oracle(world, cj.BENCHMARK_WEIGHTS["math"])
-    full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
+    full = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0,
+                                                                                   10.0])["flops"].sum()
     budgets = [0.3 * full, None]
-    table = cj.backtest(world, {"a": a, "b": b}, key=jax.random.key(0), benchmark_weights="math", repeats=2,
+    table = cj.experiments.backtest(world, {"a": a, "b": b}, key=jax.random.key(0), benchmark_weights="math", repeats=2,
                         budgets=budgets, strategy="hourglass")  # fmt: skip
     assert len(a.seen) == len(b.seen) == 4
     assert [c for c in a.seen[0].columns if c.startswith("acc_")] == [f"acc_{b}" for b in world.benchmarks]
@@ -126,9 +128,10 @@ def test_repeats_are_paired_and_budgets_respected():
 
 def test_one_compile_per_method_across_repeats_and_budgets():
     world = simulate.make_world(jax.random.key(0))
-    full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
+    full = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0,
+                                                                                   10.0])["flops"].sum()
     with traces_of("fit_compiled") as traces:
-        table = cj.backtest(world, ["camel", "size-agnostic"], key=jax.random.key(0), repeats=2,
+        table = cj.experiments.backtest(world, ["camel", "size-agnostic"], key=jax.random.key(0), repeats=2,
                             budgets=[0.5 * full, None], restarts=2)  # fmt: skip
     # one program for the loss-to-benchmark laws (every repeat, budget and benchmark), one for tied CAMEL (shared
     # by size-agnostic): 2 x 2 (budget, repeat) cells and 7 benchmarks each, not 28 programs
@@ -142,7 +145,7 @@ def test_a_new_world_reuses_every_compiled_program():
     # traces no fit, no start and no ascent (it compiled 10 programs, 9 s of a 37 s world, before)
     def centers(seed):
         world = simulate.make_world(jax.random.key(seed))
-        runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 10.0])
+        runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 10.0])
         L = runs[[f"loss_{v}" for v in world.validation_sets]].to_numpy()
         return world, cj.LossToBenchmark.sample_init(jax.random.key(0), n_losses=L.shape[1]).with_data_scales(
             (L,), None)["center"]  # fmt: skip
@@ -150,10 +153,10 @@ def test_a_new_world_reuses_every_compiled_program():
     (first, c2), (second, c3) = centers(2), centers(3)
     assert c2 != c3
     kw = dict(repeats=2, restarts=2, budgets=[None])
-    cj.backtest(first, ["camel"], key=jax.random.key(0), **kw)
+    cj.experiments.backtest(first, ["camel"], key=jax.random.key(0), **kw)
     names = ("fit_compiled", "starts_compiled", "_solve")
     with traces_of(names[0]) as fits, traces_of(names[1]) as starts, traces_of(names[2]) as ascents:
-        table = cj.backtest(second, ["camel"], key=jax.random.key(1), **kw)
+        table = cj.experiments.backtest(second, ["camel"], key=jax.random.key(1), **kw)
     assert (fits, starts, ascents) == ([], [], [])
     assert len(table) == 2 and np.all(np.isfinite(table["regret"]))
 
@@ -161,10 +164,10 @@ def test_a_new_world_reuses_every_compiled_program():
 def test_resampled_bands_and_robust_picks_keep_the_design_and_add_one_program():
     world = simulate.make_world(jax.random.key(0))
     kw = dict(key=jax.random.key(0), repeats=2, restarts=2, max_shift=0.2)
-    plain = cj.backtest(world, ["camel", "best-observed"], **kw)
+    plain = cj.experiments.backtest(world, ["camel", "best-observed"], **kw)
     with traces_of("fit_compiled") as traces:
-        banded = cj.backtest(world, ["camel", "best-observed"], n_resamples=5, **kw)
-    robust = cj.backtest(world, ["camel", "best-observed"], n_resamples=5, robust="mean", **kw)
+        banded = cj.experiments.backtest(world, ["camel", "best-observed"], n_resamples=5, **kw)
+    robust = cj.experiments.backtest(world, ["camel", "best-observed"], n_resamples=5, robust="mean", **kw)
     assert len(traces) == 1, traces  # every cell, benchmark and resample: one resampled fit
     picks = [c for c in plain.columns if c.startswith("r_")]
     np.testing.assert_array_equal(banded[picks], plain[picks])  # resampling leaves the point decision alone
@@ -185,34 +188,35 @@ def test_bad_arguments_are_named_before_any_compute():
     world = simulate.make_world(jax.random.key(0))
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="unknown method 'scaling'"):
-        cj.backtest(world, ["scaling"], key=key)
+        cj.experiments.backtest(world, ["scaling"], key=key)
     with pytest.raises(ValueError, match="unknown strategy 'square' for method 'camel'"):
-        cj.backtest(world, ["camel"], key=key, strategy="square")
+        cj.experiments.backtest(world, ["camel"], key=key, strategy="square")
     with pytest.raises(ValueError, match="`budgets`"):
-        cj.backtest(world, ["camel"], key=key, budgets=[-1.0])
+        cj.experiments.backtest(world, ["camel"], key=key, budgets=[-1.0])
     with pytest.raises(ValueError, match="unknown benchmark weights 'poetry'"):
-        cj.backtest(world, ["camel"], key=key, benchmark_weights="poetry")
+        cj.experiments.backtest(world, ["camel"], key=key, benchmark_weights="poetry")
     with pytest.raises(ValueError, match="`reference`"):
-        cj.backtest(world, ["camel"], key=key, reference=[0.5, 0.5])
+        cj.experiments.backtest(world, ["camel"], key=key, reference=[0.5, 0.5])
     with pytest.raises(TypeError, match="`world`"):
-        cj.backtest("world", ["camel"], key=key)
+        cj.experiments.backtest("world", ["camel"], key=key)
     with pytest.raises(ValueError, match="`robust` needs resamples"):
-        cj.backtest(world, ["camel"], key=key, robust="mean")
+        cj.experiments.backtest(world, ["camel"], key=key, robust="mean")
     with pytest.raises(ValueError, match="`robust` must be"):
-        cj.backtest(world, ["camel"], key=key, robust="median", n_resamples=4)
+        cj.experiments.backtest(world, ["camel"], key=key, robust="median", n_resamples=4)
     with pytest.raises(ValueError, match="`level`"):
-        cj.backtest(world, ["camel"], key=key, n_resamples=4, level=95)
+        cj.experiments.backtest(world, ["camel"], key=key, n_resamples=4, level=95)
 
 
 def test_adaptive_strategy_grows_its_seed_within_budget_and_repeats_under_a_key():
     world = simulate.make_world(jax.random.key(0))
-    full = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0, 10.0])["flops"].sum()
+    full = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0,
+                                                                                   10.0])["flops"].sum()
     budgets = [0.3 * full, None]
     methods = {"hourglass": "camel", "adaptive": "camel"}
     kw = dict(key=jax.random.key(0), repeats=2, restarts=2, budgets=budgets, strategy={m: m for m in methods},
               adaptive={"rounds": 2, "n_resamples": 4})  # fmt: skip
-    table = cj.backtest(world, methods, **kw)
-    again = cj.backtest(world, {"adaptive": "camel"}, **kw)
+    table = cj.experiments.backtest(world, methods, **kw)
+    again = cj.experiments.backtest(world, {"adaptive": "camel"}, **kw)
     hourglass, adaptive = (table[table.method == m].reset_index(drop=True) for m in methods)
     cut = adaptive["budget"] < full
     assert np.all(adaptive.loc[cut, "flops"] <= 0.3 * full * (1 + 1e-9))
@@ -230,20 +234,20 @@ def test_bad_adaptive_options_are_named_before_any_compute():
                              ({"seed": 0.0}, "AdaptiveOptions.seed"), ({"rounds": 0}, "AdaptiveOptions.rounds"),
                              ({"n_resamples": 1}, "AdaptiveOptions.n_resamples")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
-            cj.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=options)
+            cj.experiments.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=options)
         if "tranches" not in options:  # the typed options refuse the same values when built
             with pytest.raises(ValueError, match=message):
-                cj.AdaptiveOptions(**options)
+                cj.experiments.AdaptiveOptions(**options)
     with pytest.raises(TypeError, match="`adaptive` must be an AdaptiveOptions"):
-        cj.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=3)
+        cj.experiments.backtest(world, {"a": "camel"}, key=key, strategy="adaptive", adaptive=3)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        cj.ADAPTIVE.rounds = 5  # type: ignore[misc]
+        cj.experiments.ADAPTIVE.rounds = 5  # type: ignore[misc]
 
 
 @pytest.mark.slow  # all seven methods on a full world, each fitting its own laws (several compiles)
 def test_every_method_runs_and_no_pick_beats_the_truth():
     world = simulate.make_world(jax.random.key(4))
-    table = cj.backtest(world, key=jax.random.key(0), repeats=2)
-    assert set(table["method"]) == set(cj.BACKTEST_METHODS)
+    table = cj.experiments.backtest(world, key=jax.random.key(0), repeats=2)
+    assert set(table["method"]) == set(cj.experiments.BACKTEST_METHODS)
     assert np.all(table["regret"] > -1e-6)
     assert np.all(np.isfinite(table["true_value"]))

@@ -32,7 +32,7 @@ def files(tmp_path_factory):
     is the files, not the fits)."""
     folder = tmp_path_factory.mktemp("bad")
     world = simulate.default_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
+    runs = world.runs(cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
     table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "loss"]]
     table.to_csv(folder / "runs.csv", index=False)
     data = world.mixture_data(runs, "loss_val0")
@@ -204,7 +204,7 @@ API_CASES = {
     "model_size -3": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=-3.0), ValueError, "model_size"),
     "model_size nan": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=np.nan), ValueError, "model_size"),
     "model_size inf": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=np.inf), ValueError, "model_size"),
-    "mixture_path size 0": (lambda: cj.mixture_path(pipeline(), [8.0, 0.0], key=jax.random.key(0)), ValueError, "sizes"),
+    "mixture_path size 0": (lambda: cj.mixture.mixture_path(pipeline(), [8.0, 0.0], key=jax.random.key(0)), ValueError, "sizes"),
     # severe 4: bounds and benchmark weights
     "nan lower bound": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[np.nan, 0, 0]), ValueError, "`lower` must be finite"),
     "nan upper bound": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, upper=[1, np.nan, 1]), ValueError, "`upper` must be finite"),
@@ -215,9 +215,9 @@ API_CASES = {
     "empty benchmark weights": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {}), ValueError, "`benchmark_weights` is empty"),
     "unknown benchmark": (lambda: cj.Pipeline(pipeline().loss_laws, pipeline().benchmark_laws, {"nonexistent": 0.5}), ValueError, "'nonexistent' has a weight but no loss law"),
     # severe 5: design budgets
-    "nan budget": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], np.nan, 11), ValueError, "`budget` must be finite"),
-    "nan cost": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, np.nan, 3.0], 10.0, 11), ValueError, "size 5 costs nan"),
-    "duplicated design sizes": (lambda: cj.allocate("hourglass", [4, 5, 5], 1.0, 10.0, 11), ValueError, "5 is repeated"),
+    "nan budget": (lambda: cj.experiments.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], np.nan, 11), ValueError, "`budget` must be finite"),
+    "nan cost": (lambda: cj.experiments.allocate("hourglass", [4, 5, 6], [1.0, np.nan, 3.0], 10.0, 11), ValueError, "size 5 costs nan"),
+    "duplicated design sizes": (lambda: cj.experiments.allocate("hourglass", [4, 5, 5], 1.0, 10.0, 11), ValueError, "5 is repeated"),
     # severe 6: shapes
     "2-D size column": (lambda: cj.fit(camel5(), (R5, SIZES[:, None]), y12, key=jax.random.key(0)), ValueError, "must be 1-D"),
     "missing mixture column": (lambda: cj.fit(camel5(), (R5[:, :4], SIZES), y12, key=jax.random.key(0)), ValueError, r"\(P, n_datasets\)=\(12, 5\)"),
@@ -261,15 +261,15 @@ API_CASES = {
     "next_runs noise nan": (lambda: cj.next_runs(batched_pipeline(), candidates(), budget=1.0, target_size=8.0, key=jax.random.key(0), noise=np.nan), ValueError, "`noise` must be a finite number >= 0"),
     "next_runs empty candidates": (lambda: cj.next_runs(batched_pipeline(), candidates().iloc[:0], budget=1.0, target_size=8.0, key=jax.random.key(0), noise=0.01), ValueError, "`candidates` is empty"),
     "next_runs extra r_ column": (lambda: cj.next_runs(batched_pipeline(), candidates().assign(r_3=0.0), budget=1.0, target_size=8.0, key=jax.random.key(0), noise=0.01), ValueError, r"4 mixture \(r_\*\) column"),
-    "test size among training sizes": (lambda: cj.extrapolation_error(camel5(), cj.MixtureData(R5, y12, size=SIZES), [4.0, 6.0, 8.0], 6.0, key=jax.random.key(0)), ValueError, "held-out size 6 is not beyond the training sizes"),
-    "costs vary within a size": (lambda: cj.sample_design("hourglass", pd.DataFrame({"size": SIZES, "flops": np.arange(12.0) + 1}), 100.0, jax.random.key(0)), ValueError, "column 'flops' varies within size 4"),
-    "allocate max_per_size 2.7": (lambda: cj.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], 10.0, 2.7), ValueError, "`max_per_size` must be whole numbers"),
+    "test size among training sizes": (lambda: cj.experiments.extrapolation_error(camel5(), cj.MixtureData(R5, y12, size=SIZES), [4.0, 6.0, 8.0], 6.0, key=jax.random.key(0)), ValueError, "held-out size 6 is not beyond the training sizes"),
+    "costs vary within a size": (lambda: cj.experiments.sample_design("hourglass", pd.DataFrame({"size": SIZES, "flops": np.arange(12.0) + 1}), 100.0, jax.random.key(0)), ValueError, "column 'flops' varies within size 4"),
+    "allocate max_per_size 2.7": (lambda: cj.experiments.allocate("hourglass", [4, 5, 6], [1.0, 2.0, 3.0], 10.0, 2.7), ValueError, "`max_per_size` must be whole numbers"),
     "names of the wrong length": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names=["a", "b"]), ValueError, r"`names` needs 5 non-empty strings"),
     "names repeated": (lambda: cj.fit_arrays(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names=["a", "b", "a", "c", "d"]), ValueError, r"`names` repeats \['a'\]"),
     "names as one string": (lambda: cj.fit(camel5(), (R5, SIZES), y12, key=jax.random.key(0), names="abcde"), TypeError, "`names` must be a sequence of column names"),
     "ascent as a dict": (lambda: cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, ascent={"adam_steps": 5}), TypeError, "`ascent` must be an AscentOptions"),
-    "ascent steps -1": (lambda: cj.AscentOptions(adam_steps=-1), ValueError, "AscentOptions.adam_steps"),
-    "ascent rate 0": (lambda: cj.AscentOptions(learning_rate=0.0), ValueError, "AscentOptions.learning_rate"),
+    "ascent steps -1": (lambda: cj.mixture.AscentOptions(adam_steps=-1), ValueError, "AscentOptions.adam_steps"),
+    "ascent rate 0": (lambda: cj.mixture.AscentOptions(learning_rate=0.0), ValueError, "AscentOptions.learning_rate"),
     "inits of another structure": (
         lambda: cj.bootstrap(camel5(), (R5, SIZES), y12, key=jax.random.key(0), n_resamples=2, inits=jax.tree.map(lambda a: a[None], cj.CAMEL.sample_init(jax.random.key(1), n_datasets=5, n_domains=3, tied=True, capacity_exponent=3.0))),
         ValueError,
@@ -631,7 +631,7 @@ def camel_jax_save():
 def test_bounds_within_rounding_of_the_simplex_are_feasible():
     lower = np.array([0.5, 0.3, 0.2 + 1e-10])
     result = cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=lower, restarts=2,
-                                ascent=cj.AscentOptions(adam_steps=5, polish_steps=5))  # fmt: skip
+                                ascent=cj.mixture.AscentOptions(adam_steps=5, polish_steps=5))  # fmt: skip
     assert np.allclose(np.asarray(result.r), lower, atol=1e-9)
     with pytest.raises(ValueError, match="lower bounds sum to 1.0001"):
         cj.optimal_mixture(pipeline(), 3, key=jax.random.key(0), model_size=8.0, lower=[0.5, 0.3, 0.2001])
@@ -741,7 +741,7 @@ def token_fit(files, tmp_path_factory):
     """`camel-jax fit` of a token-aware law on a table with a tokens column."""
     folder = tmp_path_factory.mktemp("tokens")
     world = simulate.default_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
+    runs = world.runs(cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0])
     table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "tokens", "loss"]]
     table.to_csv(folder / "runs.csv", index=False)
     code = cli.main(["fit", str(folder / "runs.csv"), "--law", "camel-data-tied", "--n-domains", "2", "--restarts", "2",
@@ -792,7 +792,7 @@ def test_extrapolation_error_with_its_default_n_points_fits_every_training_run()
     """Before: the default `n_points=None` was a range error."""
     data = cj.MixtureData(R5, 3.0 + 0.1 * R5[:, 0], size=SIZES)
     options = cj.FitOptions(max_steps=3, polish=0)
-    frame = cj.extrapolation_error(camel5(), data, [4.0, 6.0], 8.0, key=jax.random.key(0), restarts=1, options=options)
+    frame = cj.experiments.extrapolation_error(camel5(), data, [4.0, 6.0], 8.0, key=jax.random.key(0), restarts=1, options=options)
     assert len(frame) == 1 and int(frame["n_train"].iloc[0]) == 8 and np.isfinite(frame["error_se"].iloc[0])
 
 

@@ -41,24 +41,24 @@ def _check_multinomial_counts(counts, n_draws):
 
 
 def test_point_resamples_are_multinomial_counts():
-    w = np.asarray(cj.resample_weights(jax.random.key(0), 10, 4000))
+    w = np.asarray(cj.fitting.resample_weights(jax.random.key(0), 10, 4000))
     assert w.shape == (4000, 10) and w.dtype.kind == "i"
     _check_multinomial_counts(w, 10)
-    again = np.asarray(cj.resample_weights(jax.random.key(0), 10, 4000))
-    other = np.asarray(cj.resample_weights(jax.random.key(1), 10, 4000))
+    again = np.asarray(cj.fitting.resample_weights(jax.random.key(0), 10, 4000))
+    other = np.asarray(cj.fitting.resample_weights(jax.random.key(1), 10, 4000))
     assert np.array_equal(w, again) and not np.array_equal(w, other)
 
 
 def test_group_and_strata_resamples_keep_groups_whole_and_strata_sized():
     groups = np.repeat(np.arange(6), 3)  # 6 training runs of 3 points
     strata = np.repeat([0, 0, 0, 1, 1, 1], 3)  # two sizes, 3 runs each
-    w = np.asarray(cj.resample_weights(jax.random.key(1), 18, 300, groups=groups, strata=strata))
+    w = np.asarray(cj.fitting.resample_weights(jax.random.key(1), 18, 300, groups=groups, strata=strata))
     per_group = w.reshape(300, 6, 3)
     assert np.all(per_group == per_group[:, :, :1])  # a whole group is drawn together
     counts = per_group[:, :, 0]
     assert np.all(counts[:, :3].sum(axis=1) == 3) and np.all(counts[:, 3:].sum(axis=1) == 3)
     with pytest.raises(ValueError, match="constant within each group"):
-        cj.resample_weights(jax.random.key(1), 18, 3, groups=groups, strata=np.arange(18))
+        cj.fitting.resample_weights(jax.random.key(1), 18, 3, groups=groups, strata=np.arange(18))
 
 
 def test_every_unit_of_every_stratum_is_drawn_with_its_expected_count():
@@ -70,7 +70,7 @@ def test_every_unit_of_every_stratum_is_drawn_with_its_expected_count():
     group_stratum = group_stratum[order]
     groups = np.repeat(np.arange(len(group_stratum)) * 10, 2)  # non-contiguous group codes
     strata = np.repeat(group_stratum, 2)
-    w = np.asarray(cj.resample_weights(jax.random.key(2), len(groups), 4000, groups=groups, strata=strata))
+    w = np.asarray(cj.fitting.resample_weights(jax.random.key(2), len(groups), 4000, groups=groups, strata=strata))
     assert np.all(w[:, ::2] == w[:, 1::2])
     for s, m in sizes.items():
         _check_multinomial_counts(w[:, ::2][:, group_stratum == s], m)

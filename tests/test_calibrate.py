@@ -253,18 +253,21 @@ def test_calibration_refuses_designs_it_cannot_hold_out_from():
 def test_score_draws_are_the_pipelines_score_plus_the_calibrated_error():
     pipe = make_pipeline(batch=5)
     r = jnp.asarray(np.random.default_rng(1).dirichlet(np.ones(3), 4))
-    plain = cj.score_draws(pipe, r, 20.0, key=jax.random.key(0))
+    plain = cj.mixture.score_draws(pipe, r, 20.0, key=jax.random.key(0))
     np.testing.assert_allclose(plain, pipe.score(r, jnp.full(4, 20.0)), rtol=1e-12)
-    inside = cj.score_draws(pipe, r, 8.0, key=jax.random.key(0), calibration=_calibration(0.5, 0.5, 10.0, False))
+    inside = cj.mixture.score_draws(pipe, r, 8.0, key=jax.random.key(0), calibration=_calibration(0.5, 0.5, 10.0,
+                                                                                                  False))
     np.testing.assert_allclose(inside, pipe.score(r, jnp.full(4, 8.0)), rtol=1e-12)  # d = 0 inside the data
-    level = cj.score_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.3, 0.0, 10.0, False))
-    mixed = cj.score_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.0, 0.3, 10.0, False))
+    level = cj.mixture.score_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.3, 0.0, 10.0,
+                                                                                                  False))
+    mixed = cj.mixture.score_draws(pipe, r, 20.0, key=jax.random.key(0), calibration=_calibration(0.0, 0.3, 10.0,
+                                                                                                  False))
     assert float(jnp.std(level - plain)) > 1e-3
     # a level error moves every mixture of a draw the same way; a mixture error does not
     assert np.all(np.sign(np.asarray(level - plain)) == np.sign(np.asarray(level - plain))[:, :1])
     assert not np.all(np.sign(np.asarray(mixed - plain)) == np.sign(np.asarray(mixed - plain))[:, :1])
     with pytest.raises(ValueError, match="batched Pipeline"):
-        cj.score_draws(make_pipeline(), r, 20.0, key=jax.random.key(0))
+        cj.mixture.score_draws(make_pipeline(), r, 20.0, key=jax.random.key(0))
 
 
 def test_the_verdict_says_improves_only_when_the_draws_agree():
@@ -319,7 +322,7 @@ def test_optimal_mixture_gives_the_verdict_for_a_reference():
 @pytest.fixture(scope="module")
 def small_pipeline_fit():
     world = simulate.make_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 8.0], noise=0.002,
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 8.0], noise=0.002,
                       key=jax.random.key(1))  # fmt: skip
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=[f"acc_{b}" for b in world.benchmarks],
@@ -389,7 +392,8 @@ def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_p
     # `next` reads the fit's own score noise from the file: no --noise needed
     # candidates are matched to the fit's mixture columns by name (the file keeps them)
     assert loaded.loss_fit.names == loaded.pipeline.datasets == two.loss_fit.names and two.loss_fit.names is not None
-    cand = pd.DataFrame(cj.perturbed_mixtures(simulate.REFERENCE, 0.2)[:4], columns=list(two.loss_fit.names))
+    cand = pd.DataFrame(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2)[:4],
+                        columns=list(two.loss_fit.names))
     cand = cand.assign(size=[10.0, 12.0, 16.0, 20.0], flops=[1.0, 1.0, 2.0, 3.0])
     cand.to_csv(tmp_path / "cand.csv", index=False)
     argv = ["next", "--fit", str(tmp_path / "two.npz"), "--candidates", str(tmp_path / "cand.csv"), "--budget", "3",
@@ -455,7 +459,8 @@ def test_load_refuses_a_tampered_pipeline_fit(small_pipeline_fit, tmp_path, case
 @pytest.mark.slow  # its own benchmark and pipeline fits compile anew (~40 s)
 def test_fit_pipeline_warns_when_it_cannot_calibrate():
     world = simulate.make_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 8.0], noise=0.002, key=jax.random.key(1))
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 8.0], noise=0.002,
+                      key=jax.random.key(1))
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu"], names=["mmlu"], key=jax.random.key(2),
                              restarts=2)  # fmt: skip
@@ -512,7 +517,7 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
     rng = np.random.default_rng(0)
     truth = dict(scale=2.5, floor=0.001, slope=0.004, noise=0.001, level=0.01)
     predicted, measured, size, keeps = _held_out(rng, n_cells=400, **truth)
-    cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"], replicated=True)
+    cal = cj.fitting.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"], replicated=True)
     assert int(cal.n_cells) == 400 and int(cal.n_runs) == 4400 and cal.dof == 4400 - 400 - 1
     assert float(cal.scale) == pytest.approx(2.5, rel=0.03)
     assert float(cal.gain_floor) == pytest.approx(0.001, abs=3e-4)
@@ -532,7 +537,7 @@ def test_decision_calibration_recovers_known_scale_and_error_scales():
     assert cal.value_sd(0.1) == pytest.approx(float(cal.value_floor))  # well inside the data: d = 0
     assert "4400 held-out runs in 400" in cal.summary() and "repeated runs" in cal.summary()
     # a noise that is not the repeats' scatter is not subtracted: the error scales then hold it
-    unsure = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"])
+    unsure = cj.fitting.calibrate_decision(predicted, measured, size, keeps, noise_sd=truth["noise"])
     assert float(unsure.gain_floor) == pytest.approx(np.hypot(0.001, 0.001), abs=3e-4)
     assert "residuals" in unsure.summary() and float(unsure.noise_sd) == truth["noise"]
 
@@ -550,7 +555,7 @@ def test_the_calibrated_gain_band_covers_at_its_level_where_the_model_holds():
     for _ in range(400):
         predicted, measured, size, keeps = _held_out(rng, scale=2.0, floor=0.002, slope=0.0, noise=0.0005,
                                                      level=0.01, n_cells=3)  # fmt: skip
-        cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.0005, replicated=True)
+        cal = cj.fitting.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.0005, replicated=True)
         g_pred = 0.002 * rng.standard_normal()
         true_gain = 2.0 * g_pred + 0.002 * (rng.standard_normal() - rng.standard_normal())
         draws = np.array([[0.5 + g_pred, 0.5]] * 4)  # a bootstrap that does not move
@@ -583,7 +588,7 @@ def test_the_gain_scale_follows_the_size_by_which_the_law_shrinks_the_mixture_ef
     rng = np.random.default_rng(3)
     predicted, measured, size, keeps, fitted = _shrinking_law(rng, runs=400, scale0=2.0, exponent=0.8, own=0.001,
                                                               noise=0.001)  # fmt: skip
-    cal = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001, fitted=fitted)
+    cal = cj.fitting.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001, fitted=fitted)
     assert float(cal.scale_exponent) == pytest.approx(0.8, abs=0.05)
     assert float(cal.scale_center) == pytest.approx(np.mean(np.log(size)), rel=1e-12)
     for M in (12.0, 20.0):  # read past the trained sizes, where one scale would be 0.55-0.7x the truth
@@ -594,20 +599,20 @@ def test_the_gain_scale_follows_the_size_by_which_the_law_shrinks_the_mixture_ef
     # ... and so does the score's error of the scaled predictions (0.0014 with the noise left in)
     assert cal.value_sd(12.0) == pytest.approx(0.001, abs=2e-4)
     # without the final fit's scores: one scale for every size, as before
-    one = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001)
+    one = cj.fitting.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001)
     assert float(one.scale_exponent) == 0.0 and float(one.exponent_se) == 0.0
     assert one.scale_at(20.0) == (pytest.approx(float(one.scale), rel=1e-15), pytest.approx(float(one.scale_se)))
     assert one.scale_at(20.0)[0] < 0.75 * 2.0 * (20.0 / 6.0) ** 0.8
     # a law whose deviations do not follow the measured ones has no trend to read: one scale again
-    flipped = cj.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001, fitted=-fitted)
+    flipped = cj.fitting.calibrate_decision(predicted, measured, size, keeps, noise_sd=0.001, fitted=-fitted)
     assert float(flipped.scale_exponent) == 0.0
     # sizes 4, 5 and 10: the final fit has a trend, its one fold (trained on 2 sizes) none, so the own error
     # comes from the one-scale residuals, as without `fitted`
     few = np.isin(size, [4.0, 5.0, 10.0])
     args = (predicted[:, few], measured[few], size[few], np.array([5.0]))
-    three = cj.calibrate_decision(*args, noise_sd=0.001, fitted=fitted[few])
+    three = cj.fitting.calibrate_decision(*args, noise_sd=0.001, fitted=fitted[few])
     assert float(three.scale_exponent) == pytest.approx(0.8, abs=0.1)
-    assert float(three.gain_floor) == float(cj.calibrate_decision(*args, noise_sd=0.001).gain_floor)
+    assert float(three.gain_floor) == float(cj.fitting.calibrate_decision(*args, noise_sd=0.001).gain_floor)
 
 
 def test_the_size_trend_gain_band_covers_at_its_level_and_removes_the_one_scale_bias():
@@ -622,8 +627,8 @@ def test_the_size_trend_gain_band_covers_at_its_level_and_removes_the_one_scale_
         predicted, measured, size, keeps, fitted = _shrinking_law(rng, runs=11, scale0=2.0, exponent=0.6, own=0.002,
                                                                   noise=0.001)  # fmt: skip
         kw = dict(noise_sd=0.001)
-        cal = cj.calibrate_decision(predicted, measured, size, keeps, fitted=fitted, **kw)
-        one = cj.calibrate_decision(predicted, measured, size, keeps, **kw)
+        cal = cj.fitting.calibrate_decision(predicted, measured, size, keeps, fitted=fitted, **kw)
+        one = cj.fitting.calibrate_decision(predicted, measured, size, keeps, **kw)
         g_pred = 0.003 * rng.choice([-1.0, 1.0]) * (1 + rng.uniform())
         true_gain = 2.0 * (20.0 / 6.0) ** 0.6 * g_pred + 0.002 * (rng.standard_normal() - rng.standard_normal())
         draws = np.array([[0.5 + g_pred, 0.5]] * 4)  # a bootstrap that does not move
@@ -685,7 +690,7 @@ def test_the_held_out_verdict_reads_the_calibrated_gain():
     def cal(scale, gain_floor, n_runs=33.0, exponent=0.0, exponent_se=0.0):
         values = (10.0, 0.001, 0.0, scale, 0.1, gain_floor, 0.0, 0.001, 3.0, n_runs, 0.0, np.log(10.0), 1.0,
                   np.log(10.0), exponent, exponent_se, 0.0)  # default: one scale for every size (exponent 0)
-        return cj.DecisionCalibration(*(jnp.asarray(v) for v in values))
+        return cj.fitting.DecisionCalibration(*(jnp.asarray(v) for v in values))
 
     sharp = cal(1.5, 1e-5)
     d = cj.decide(pipe, best.r, ref, model_size=20.0, key=jax.random.key(1), decision_calibration=sharp)
@@ -733,19 +738,19 @@ def test_replicate_noise_is_the_pooled_scatter_of_repeated_runs():
     r = np.repeat(rng.dirichlet(np.ones(3), 4), 3, axis=0)  # 4 mixtures x 3 repeats
     size = np.tile([4.0, 4.0, 8.0], 4)  # ... of which 2 repeat at size 4; the size-8 run stands alone
     values = rng.standard_normal(12)
-    sd, dof = cj.replicate_noise(r, size, values)
+    sd, dof = cj.fitting.replicate_noise(r, size, values)
     pairs = values.reshape(4, 3)[:, :2]
     assert dof == 4
     assert sd == pytest.approx(np.sqrt(np.sum((pairs - pairs.mean(axis=1, keepdims=True)) ** 2) / 4), rel=1e-12)
-    assert cj.replicate_noise(r[::3], size[::3], values[::3])[1] == 0  # no repeats: no noise estimate
+    assert cj.fitting.replicate_noise(r[::3], size[::3], values[::3])[1] == 0  # no repeats: no noise estimate
     used = np.ones(12, bool)
     used[0] = False
-    assert cj.replicate_noise(r, size, values, used)[1] == 3
+    assert cj.fitting.replicate_noise(r, size, values, used)[1] == 3
 
 
 def test_repeated_runs_set_the_noise_floor():
     world = simulate.make_world(jax.random.key(0))
-    mixtures = cj.perturbed_mixtures(simulate.REFERENCE, 0.2)[:5]
+    mixtures = cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2)[:5]
     runs = pd.concat([world.runs(mixtures, [4.0, 8.0], noise=0.004, key=jax.random.key(k)) for k in (1, 2)])
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu", "acc_gsm8k"], names=["mmlu", "gsm8k"],
@@ -757,11 +762,11 @@ def test_repeated_runs_set_the_noise_floor():
     repeated = cj.fit_pipeline(data, fits, weights, **kw)
     residual = cj.fit_pipeline(data, fits, weights, replicates=False, **kw)
     measured = 0.5 * runs["acc_mmlu"].to_numpy() + 0.5 * runs["acc_gsm8k"].to_numpy()
-    sd, dof = cj.replicate_noise(np.asarray(data.r), np.asarray(data.size), measured)
+    sd, dof = cj.fitting.replicate_noise(np.asarray(data.r), np.asarray(data.size), measured)
     assert dof == 10 and repeated.score_noise == pytest.approx(sd, rel=1e-9)
     assert residual.score_noise != pytest.approx(sd, rel=1e-3)  # the fits' residuals: another number
     # every mixture here is repeated once per size: its fit weights follow its repeats' scatter of each proxy loss
-    expected = cj.replicate_weights(np.asarray(data.r), np.asarray(data.size), np.asarray(repeated.loss_fit.y))
+    expected = cj.fitting.replicate_weights(np.asarray(data.r), np.asarray(data.size), np.asarray(repeated.loss_fit.y))
     np.testing.assert_allclose(np.asarray(repeated.loss_fit.weights), expected, rtol=1e-12)
     assert np.ptp(expected) > 0.1 and np.all(np.asarray(residual.loss_fit.weights) == 1.0)
 
@@ -772,7 +777,7 @@ def test_replicate_weights_follow_each_mixtures_repeat_variance():
     size = np.tile(np.repeat([4.0, 8.0], 20), 3)
     sd = np.repeat([0.01, 0.05, 0.01], 40)  # the second mixture's noise variance is 25x the others'
     values = np.stack([size + sd * rng.standard_normal(120), np.ones(120)])  # the second target never varies
-    w = cj.replicate_weights(r, size, values, prior_dof=0.0)
+    w = cj.fitting.replicate_weights(r, size, values, prior_dof=0.0)
     assert w.shape == (2, 120) and w[0].mean() == pytest.approx(1.0)
 
     # with no shrinkage, each weight is 1 / the mixture's own pooled variance (here: 38 dof each), rescaled
@@ -785,9 +790,10 @@ def test_replicate_weights_follow_each_mixtures_repeat_variance():
     assert 15 < w[0, 0] / w[0, 40] < 40
     np.testing.assert_array_equal(w[1], np.ones(120))  # no scatter: no weighting
     # shrinkage pulls every mixture toward the pooled variance; a mixture without repeats gets it
-    shrunk = cj.replicate_weights(r, size, values[0], prior_dof=1000.0)
+    shrunk = cj.fitting.replicate_weights(r, size, values[0], prior_dof=1000.0)
     assert np.ptp(shrunk) < 0.1 * np.ptp(w[0])
-    lone = cj.replicate_weights(np.vstack([r, [[0.2, 0.3, 0.5]]]), np.append(size, 4.0), np.append(values[0], 9.0))
+    lone = cj.fitting.replicate_weights(np.vstack([r, [[0.2, 0.3, 0.5]]]), np.append(size, 4.0), np.append(values[0],
+                                                                                                           9.0))
     pooled = np.sum([var(m) * 38 for m in range(3)]) / 114
     assert lone[-1] / lone[0] == pytest.approx((var(0) * 38 + 2 * pooled) / 40 / pooled, rel=1e-9)
 
@@ -799,6 +805,6 @@ def test_a_decision_needs_two_runs_in_a_held_out_size():
     size = np.array([1.0, 1.0, 2.0, 3.0])  # the fold keeps size 1 and sees one run at each larger size
     held = HeldOut(keeps=np.array([1.0]), size=size, median=np.zeros((1, 1, 4)))
     with pytest.raises(ValueError, match="no held-out cell with >= 2 runs"):
-        cj.calibrate_decision(np.zeros((1, 4)), np.ones(4), size, held.keeps, noise_sd=0.01)
+        cj.fitting.calibrate_decision(np.zeros((1, 4)), np.ones(4), size, held.keeps, noise_sd=0.01)
     with pytest.warns(UserWarning, match="fall back to the proxy losses' calibration"):
         assert _decision_calibration(np.zeros((1, 4)), np.ones(4), held, 0.01, np.ones(4, bool), False, None) is None

@@ -81,7 +81,7 @@ def test_world_offers_a_decision_worth_making(demo_quick):
     assert values.max() - true_ref >= 0.7 * numbers["true_gain"]
     scores = numbers["scores"]
     assert numbers["captured"] == (scores["predicted"] - scores["reference"]) / numbers["true_gain"]
-    assert numbers["decision"].verdict in cj.VERDICTS
+    assert numbers["decision"].verdict in cj.mixture.VERDICTS
 
 
 def runs_by_size(runs, values):

@@ -4,6 +4,8 @@ new keyword together are a `TypeError`; no old name is in `__all__`."""
 
 import dataclasses
 import json
+import operator
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +22,7 @@ KEY = jax.random.key(0)
 
 @pytest.mark.parametrize(
     "namespace, old, new",
-    [("camel_jax", "OBJECTIVES", "BENCHMARK_WEIGHTS"), ("camel_jax", "objective_draws", "score_draws"),
+    [("camel_jax", "OBJECTIVES", "BENCHMARK_WEIGHTS"), ("camel_jax", "objective_draws", "mixture.score_draws"),
      ("camel_jax.plot", "objective_vs_size", "score_vs_size")],
 )  # fmt: skip
 def test_old_module_names_warn_and_are_the_new_objects(namespace, old, new):
@@ -31,10 +33,49 @@ def test_old_module_names_warn_and_are_the_new_objects(namespace, old, new):
     module = importlib.import_module(namespace)
     with pytest.warns(DeprecationWarning, match=f"{namespace}.{old} is deprecated: use {namespace}.{new}"):
         value = getattr(module, old)
-    assert value is getattr(module, new)
+    assert value is operator.attrgetter(new)(module)  # score_draws moved to camel_jax.mixture (issue 58)
     assert old not in getattr(module, "__all__", ()) and old not in vars(module)
     with pytest.raises(AttributeError, match="no attribute 'OBJECTIVE'"):
         module.OBJECTIVE  # a typo is still an AttributeError
+
+
+# Issue 58: the top level holds the core; the building blocks and the experiment tools moved to their namespaces.
+MOVED = {
+    "fitting": [
+        "data_template", "objective", "huber", "resample_weights", "implicit_solution", "DerivativeStatus",
+        "fit_derivative_status", "calibrate_decision", "DecisionCalibration", "replicate_noise", "replicate_weights",
+    ],
+    "mixture": [
+        "fit_benchmark_laws", "BenchmarkFits", "BENCHMARK_OPTIONS", "PROXY_OPTIONS", "AscentOptions",
+    "mixture_derivative_status", "implicit_mixture", "pick_influence", "PickInfluence", "influence_text",
+        "project_capped_simplex", "mixture_path", "score_draws", "VERDICTS", "variance_reduction", "NEXT_COLUMNS",
+        "EXPORT_FORMATS",
+    ],
+    "experiments": [
+        "flops", "perturbed_mixtures", "allocate", "sample_design", "STRATEGIES", "extrapolation_error", "compare_laws",
+        "select_domains", "training_masks", "heldout_benchmark_error", "DMLNested", "select_law", "SELECT_COLUMNS",
+        "backtest", "BACKTEST_METHODS", "BACKTEST_STRATEGIES", "BACKTEST_COLUMNS", "ADAPTIVE", "AdaptiveOptions",
+        "backtest_observed", "OBSERVED_METHODS", "OBSERVED_COLUMNS", "spearman",
+    ],
+}
+
+
+@pytest.mark.parametrize("namespace, name", [(ns, n) for ns, names in MOVED.items() for n in names])
+def test_a_moved_name_warns_naming_its_new_place_and_is_the_same_object(namespace, name):
+    module = getattr(cj, namespace)
+    new = rf"camel_jax\.{namespace}\.{name} "
+    with pytest.warns(DeprecationWarning, match=rf"camel_jax\.{name} is deprecated: use {new}"):
+        old = getattr(cj, name)
+    assert old is getattr(module, name) and name in module.__all__
+    assert name not in cj.__all__ and name not in vars(cj)
+
+
+def test_the_new_places_warn_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = {namespace: [getattr(getattr(cj, namespace), name) for name in names]
+                 for namespace, names in MOVED.items()}  # fmt: skip
+    assert found["experiments"][MOVED["experiments"].index("backtest")].__name__ == "backtest"
 
 
 def test_no_deprecated_name_is_public():
@@ -63,7 +104,7 @@ def test_old_methods_and_property_forward():
 def small_fit():
     """A world's 11 design mixtures at 3 sizes: the benchmark fits and the data of one proxy loss."""
     world = simulate.make_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 6.0, 8.0], noise=0.002, key=KEY)
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 6.0, 8.0], noise=0.002, key=KEY)
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu", "acc_gsm8k"], names=["mmlu", "gsm8k"],
                              key=jax.random.key(2), restarts=2)  # fmt: skip
@@ -113,8 +154,8 @@ def test_optimal_mixture_and_its_status_take_the_old_keyword():
         old = cj.optimal_mixture(objective=score, n_datasets=3, key=KEY)
     np.testing.assert_array_equal(old.r, new.r)
     with pytest.warns(DeprecationWarning, match=r"mixture_derivative_status\(objective=...\) is deprecated"):
-        status = cj.mixture_derivative_status(new, objective=score)
-    assert status == cj.mixture_derivative_status(new, score)
+        status = cj.mixture.mixture_derivative_status(new, objective=score)
+    assert status == cj.mixture.mixture_derivative_status(new, score)
     with pytest.raises(TypeError, match="got both `objective` and `score`"):
         cj.optimal_mixture(score, 3, key=KEY, objective=score)
 
@@ -130,17 +171,17 @@ def _old_uniform(runs, *, objective, target_size, key):
 def test_backtest_objective_keyword_and_old_callables():
     world = simulate.make_world(jax.random.key(1))
     kw = dict(key=KEY, repeats=1)
-    new = cj.backtest(world, {"uniform": _uniform}, benchmark_weights="math", **kw)
+    new = cj.experiments.backtest(world, {"uniform": _uniform}, benchmark_weights="math", **kw)
     with pytest.warns(DeprecationWarning, match=r"backtest\(objective=...\) is deprecated"):
-        old = cj.backtest(world, {"uniform": _uniform}, objective="math", **kw)
+        old = cj.experiments.backtest(world, {"uniform": _uniform}, objective="math", **kw)
     pd.testing.assert_frame_equal(old, new)
     with pytest.warns(DeprecationWarning, match="a backtest method taking `objective=` is deprecated") as record:
-        legacy = cj.backtest(world, {"uniform": _old_uniform}, benchmark_weights="math", **kw)
+        legacy = cj.experiments.backtest(world, {"uniform": _old_uniform}, benchmark_weights="math", **kw)
     # named at this line, not inside camel_jax: outside __main__ Python would never show it
     assert {w.filename for w in record if w.category is DeprecationWarning} == {__file__}
     pd.testing.assert_frame_equal(legacy, new)
     with pytest.raises(TypeError, match="got both `objective` and `benchmark_weights`"):
-        cj.backtest(world, {"uniform": _uniform}, objective="math", benchmark_weights="math", **kw)
+        cj.experiments.backtest(world, {"uniform": _uniform}, objective="math", benchmark_weights="math", **kw)
 
 
 def test_backtest_observed_objectives_keyword():
@@ -155,14 +196,14 @@ def test_backtest_observed_objectives_keyword():
 
     train, candidates = table([2.0, 4.0]), table([8.0])
     kw = dict(mixture=["a", "b", "c"], size="size", key=KEY, methods=["best-observed"])
-    new = cj.backtest_observed(train, candidates, weightings=["loss_1", "loss_2"], **kw)
+    new = cj.experiments.backtest_observed(train, candidates, weightings=["loss_1", "loss_2"], **kw)
     with pytest.warns(DeprecationWarning, match=r"backtest_observed\(objectives=...\) is deprecated: use "
                       r"backtest_observed\(weightings=...\)"):  # fmt: skip
-        old = cj.backtest_observed(train, candidates, objectives=["loss_1", "loss_2"], **kw)
+        old = cj.experiments.backtest_observed(train, candidates, objectives=["loss_1", "loss_2"], **kw)
     pd.testing.assert_frame_equal(old, new)
-    assert list(new["weighting"]) == ["loss_1", "loss_2"] and "weighting" in cj.OBSERVED_COLUMNS
+    assert list(new["weighting"]) == ["loss_1", "loss_2"] and "weighting" in cj.experiments.OBSERVED_COLUMNS
     with pytest.raises(TypeError, match="got both `objectives` and `weightings`"):
-        cj.backtest_observed(train, candidates, objectives=["loss_1"], weightings=["loss_1"], **kw)
+        cj.experiments.backtest_observed(train, candidates, objectives=["loss_1"], weightings=["loss_1"], **kw)
 
 
 def test_the_cli_objective_flag_is_a_hidden_alias_of_weights(tmp_path, capsys):
@@ -189,9 +230,9 @@ def test_implicit_mixture_takes_its_score_under_the_old_keyword_with_a_warning()
         return -jnp.sum((r - c) ** 2)
 
     c = jnp.array([0.2, 0.3, 0.5])
-    new = cj.implicit_mixture(score, c, c)
+    new = cj.mixture.implicit_mixture(score, c, c)
     with pytest.warns(DeprecationWarning, match=r"implicit_mixture\(objective=...\) is deprecated"):
-        old = cj.implicit_mixture(objective=score, r=c, data=c)
+        old = cj.mixture.implicit_mixture(objective=score, r=c, data=c)
     np.testing.assert_array_equal(np.asarray(old), np.asarray(new))
     with pytest.raises(TypeError, match="both `objective` and `score`"):
-        cj.implicit_mixture(score, c, c, objective=score)
+        cj.mixture.implicit_mixture(score, c, c, objective=score)

@@ -30,7 +30,7 @@ def runs():
     """The default world's runs at three sizes (5 datasets, 11 perturbed mixtures each) and one cheap tied CAMEL fit
     of them: the point here is the doors, not the fit."""
     world = simulate.default_world(jax.random.key(0))
-    table = world.runs(cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), SIZES)
+    table = world.runs(cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), SIZES)
     data = world.mixture_data(table, "loss_val0")
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
     return data, law
@@ -178,11 +178,11 @@ def test_careless_arguments_of_the_design_and_protocol_are_one_line(runs):
     data, law = runs
     table = pd.DataFrame({"size": [1.0, 1.0, 2.0, 2.0], "flops": [1.0, 1.0, 2.0, 2.0]})
     with pytest.raises(TypeError, match="`key` must be a jax.random key"):
-        cj.sample_design("rectangle", table, 10.0, 0)
+        cj.experiments.sample_design("rectangle", table, 10.0, 0)
     with pytest.raises(TypeError, match="`budget` must be a number"):
-        cj.allocate("rectangle", [1.0, 2.0], [1.0, 2.0], "100", 3)
+        cj.experiments.allocate("rectangle", [1.0, 2.0], [1.0, 2.0], "100", 3)
     with pytest.raises(ValueError, match="`repeats` must be >= 1"):
-        cj.extrapolation_error(law, data, [4.0, 6.0], 8.0, n_points=10, repeats=0, key=jax.random.key(0))
+        cj.experiments.extrapolation_error(law, data, [4.0, 6.0], 8.0, n_points=10, repeats=0, key=jax.random.key(0))
 
 
 def test_optimal_mixture_refuses_a_score_of_another_size_a_nan_score_and_a_percent_shift():

@@ -52,7 +52,7 @@ def test_the_objective_at_epochs_published_point_is_epochs_best():
     # that rounding alone (along a ridge where A trades against alpha and B against beta) raises the objective by
     # 3.7e-4 relative; a wrong Huber delta, sum/mean or log-residual choice changes it by far more than 1e-3
     inputs, y = epoch_data()
-    value = cj.objective(cj.Chinchilla.from_params(**EPOCH), tuple(map(jnp.asarray, inputs)), jnp.asarray(y),
+    value = cj.fitting.objective(cj.Chinchilla.from_params(**EPOCH), tuple(map(jnp.asarray, inputs)), jnp.asarray(y),
                          jnp.ones(240), cj.FitOptions(delta=1e-3))  # fmt: skip
     assert abs(float(value) - EPOCH_BEST) / EPOCH_BEST < 1e-3, float(value)
 

@@ -13,7 +13,7 @@ SIZES = [4.0, 5.0, 6.0, 7.0, 8.0, 10.0]
 
 def camel_world_data():
     true = known_tied_camel()
-    mixtures = cj.perturbed_mixtures([0.5, 0.3, 0.2])  # 7 mixtures
+    mixtures = cj.experiments.perturbed_mixtures([0.5, 0.3, 0.2])  # 7 mixtures
     sizes = np.array(SIZES + [12.0])
     r = np.tile(mixtures, (len(sizes), 1))
     M = np.repeat(sizes, len(mixtures))
@@ -24,31 +24,33 @@ def camel_world_data():
 
 def test_training_masks_draw_from_the_training_sizes_only():
     _, data = camel_world_data()
-    masks = cj.training_masks(data, SIZES, n_points=18, repeats=5, key=jax.random.key(0))
+    masks = cj.experiments.training_masks(data, SIZES, n_points=18, repeats=5, key=jax.random.key(0))
     assert masks.shape == (5, data.n_points) and np.all(masks.sum(axis=1) == 18)
     assert np.all(masks[:, np.asarray(data.size) == 12.0] == 0)
-    assert np.array_equal(masks, cj.training_masks(data, SIZES, n_points=18, repeats=5, key=jax.random.key(0)))
+    assert np.array_equal(masks, cj.experiments.training_masks(data, SIZES, n_points=18, repeats=5,
+                                                               key=jax.random.key(0)))
     with pytest.raises(ValueError, match=r"`n_points` must be in \[1, 42\]"):
-        cj.training_masks(data, SIZES, n_points=50, repeats=2, key=jax.random.key(0))
+        cj.experiments.training_masks(data, SIZES, n_points=50, repeats=2, key=jax.random.key(0))
 
 
 def test_strategy_masks_respect_the_budget():
     _, data = camel_world_data()
     cost = np.asarray(data.size) ** 3
     budget = 2 * np.sum(np.array(SIZES) ** 3)
-    masks = cj.training_masks(
+    masks = cj.experiments.training_masks(
         data, SIZES, n_points=None, repeats=4, key=jax.random.key(1), strategy="hourglass", budget=budget, cost=cost
     )
     assert np.all(masks @ cost <= budget)
     with pytest.raises(ValueError, match="needs a `budget`"):
-        cj.training_masks(data, SIZES, n_points=None, repeats=1, key=jax.random.key(1), strategy="hourglass")
+        cj.experiments.training_masks(data, SIZES, n_points=None, repeats=1, key=jax.random.key(1),
+                                      strategy="hourglass")
 
 
 def test_true_law_extrapolates_exactly_and_repeats_compile_once():
     true, data = camel_world_data()
     template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
     with traces_of("fit_compiled") as traces:
-        table = cj.compare_laws(
+        table = cj.experiments.compare_laws(
             {"camel": template},
             data,
             SIZES,
@@ -65,18 +67,19 @@ def test_true_law_extrapolates_exactly_and_repeats_compile_once():
 
 def test_dml_nested_skips_mixtures_with_fewer_than_three_sizes():
     _, data = camel_world_data()
-    masks = cj.training_masks(data, SIZES, n_points=42, repeats=1, key=jax.random.key(0))
+    masks = cj.experiments.training_masks(data, SIZES, n_points=42, repeats=1, key=jax.random.key(0))
     group = np.asarray(data.group)
     size = np.asarray(data.size)
     masks[0, (group == 0) & (size > 5.0)] = 0.0  # mixture 0 keeps sizes 4 and 5 only
-    table = cj.extrapolation_error(cj.DMLNested(restarts=8), data, SIZES, 12.0, masks=masks, key=jax.random.key(0))
+    table = cj.experiments.extrapolation_error(cj.experiments.DMLNested(restarts=8), data, SIZES, 12.0, masks=masks,
+                                               key=jax.random.key(0))
     assert int(table["n_skipped"].iloc[0]) == 1
     assert np.isfinite(table["error"]).all() and table["error"].iloc[0] < 5.0
 
 
 def test_select_domains_returns_a_candidate_and_its_table():
     _, data = camel_world_data()
-    best, table = cj.select_domains(
+    best, table = cj.experiments.select_domains(
         [1, 2],
         data,
         SIZES,
@@ -95,6 +98,7 @@ def test_protocol_bad_arguments():
     _, data = camel_world_data()
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2)
     with pytest.raises(ValueError, match="no rows at the held-out size 30"):
-        cj.extrapolation_error(law, data, SIZES, 30.0, n_points=10, repeats=1, key=jax.random.key(0))
+        cj.experiments.extrapolation_error(law, data, SIZES, 30.0, n_points=10, repeats=1, key=jax.random.key(0))
     with pytest.raises(ValueError, match="`metric`"):
-        cj.extrapolation_error(law, data, SIZES, 12.0, n_points=10, repeats=1, key=jax.random.key(0), metric="r2")
+        cj.experiments.extrapolation_error(law, data, SIZES, 12.0, n_points=10, repeats=1, key=jax.random.key(0),
+                                           metric="r2")

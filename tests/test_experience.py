@@ -25,7 +25,8 @@ from camel_jax.cli import fit as cli_fit  # noqa: E402
 def runs_csv(tmp_path_factory):
     world = simulate.default_world(jax.random.key(0))
     runs = world.runs(
-        cj.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0, 10.0], noise=0.002, key=jax.random.key(1)
+        cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), [4.0, 6.0, 8.0,
+                                                                           10.0], noise=0.002, key=jax.random.key(1)
     )
     table = runs.rename(columns={"loss_val0": "loss"})[
         [c for c in runs.columns if c.startswith("r_")] + ["size", "tokens", "loss"]

@@ -82,7 +82,7 @@ def test_availability_caps_refuse_bad_input_naming_it(available, target, epochs,
         cj.availability_caps(available, target, epochs, names=NAMES)
 
 
-@pytest.mark.parametrize("fmt", list(cj.EXPORT_FORMATS))
+@pytest.mark.parametrize("fmt", list(cj.mixture.EXPORT_FORMATS))
 def test_each_format_parses_back_to_the_pick_summing_to_one_within_the_caps(fmt):
     provenance = {"fit_hash": "0123abcd", "predicted_loss": 2.31, "interval": [2.2, 2.4]}
     text = cj.export_mixture(PICK, fmt, caps=CAPS, max_epochs=EPOCHS, paths=PATHS, provenance=provenance)
@@ -152,7 +152,7 @@ def test_json_round_trips_exactly(tmp_path):
     assert json.loads(text)["decision"] == {"gain": 0.01, "verdict": "improves"}
     # the YAML formats that key weights by name read back to the same numbers
     for fmt in ("olmo-core", "levanter"):
-        other = tmp_path / f"pick{cj.EXPORT_FORMATS[fmt]}"
+        other = tmp_path / f"pick{cj.mixture.EXPORT_FORMATS[fmt]}"
         cj.export_mixture(PICK, fmt, other)
         assert cj.read_mixture(other) == back
 
@@ -217,8 +217,8 @@ def test_cli_caps_math_at_two_percent_beside_the_unconstrained_pick(saved_fit, c
     path, truth, folder = saved_fit
     prefix = folder / "mix"
     argv = ["optimize", str(path), "--available", str(folder / "tokens.csv"), "--max-epochs", "4",
-            "--target-tokens", "2e10", "--export", ",".join(cj.EXPORT_FORMATS), "--paths", str(folder / "paths.csv"),
-            "--out", str(prefix)]  # fmt: skip
+            "--target-tokens", "2e10", "--export", ",".join(cj.mixture.EXPORT_FORMATS),
+            "--paths", str(folder / "paths.csv"), "--out", str(prefix)]  # fmt: skip
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("math "))
@@ -250,7 +250,7 @@ def test_cli_caps_math_at_two_percent_beside_the_unconstrained_pick(saved_fit, c
     best = float(truth(jnp.asarray([[pick[n] for n in NAMES]]))[0])
     assert best <= float(np.min(np.asarray(truth(jnp.asarray(others))))) + 1e-9
     # every trainer's file holds the same pick by name
-    for fmt, suffix in cj.EXPORT_FORMATS.items():
+    for fmt, suffix in cj.mixture.EXPORT_FORMATS.items():
         text = (folder / f"mix{suffix}").read_text()
         assert written_weights(fmt, text) == pytest.approx(pick, abs=0) and f"wrote {folder / f'mix{suffix}'}" in out
     sources = yaml.safe_load((folder / "mix.olmo-core.yaml").read_text())["sources"]
@@ -321,7 +321,7 @@ def test_cli_caps_a_batched_pipeline_with_the_cost_band_and_the_verdict(tmp_path
     out = capsys.readouterr().out
     record = json.loads((tmp_path / "m.mixture.json").read_text())
     assert max(record["mixture"].values()) <= 0.34 and exact_sum(record["mixture"].values()) == 1
-    assert record["decision"]["verdict"] in cj.VERDICTS and "verdict:" in out
+    assert record["decision"]["verdict"] in cj.mixture.VERDICTS and "verdict:" in out
     binding = record["provenance"]["binding_caps"]
     assert binding and f"binding caps: {', '.join(binding)}" in out
     cost = record["provenance"]["cost_of_caps"]

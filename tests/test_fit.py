@@ -18,27 +18,27 @@ def rel(a, b):
 def test_huber_and_objective_by_hand():
     r = jnp.array([-0.5, -1e-4, 0.0, 2e-4, 3.0])
     np.testing.assert_allclose(
-        cj.huber(r, 1e-3), [1e-3 * (0.5 - 5e-4), 5e-9, 0.0, 2e-8, 1e-3 * (3.0 - 5e-4)], rtol=1e-14
+        cj.fitting.huber(r, 1e-3), [1e-3 * (0.5 - 5e-4), 5e-9, 0.0, 2e-8, 1e-3 * (3.0 - 5e-4)], rtol=1e-14
     )
     law = cj.PowerLaw.from_params(E=1.0, A=2.0, alpha=1.0)
     x, y, w = jnp.array([1.0, 2.0, 4.0]), jnp.array([3.0, 2.5, 1.0]), jnp.array([1.0, 2.0, 0.5])
     res = np.log(1.0 + 2.0 / np.asarray(x)) - np.log(np.asarray(y))
     h = np.where(np.abs(res) <= 0.1, 0.5 * res**2, 0.1 * (np.abs(res) - 0.05))
-    value = cj.objective(law, (x,), y, w, cj.FitOptions(delta=0.1))
+    value = cj.fitting.objective(law, (x,), y, w, cj.FitOptions(delta=0.1))
     np.testing.assert_allclose(value, np.sum(np.asarray(w) * h), rtol=1e-14)
     np.testing.assert_allclose(
-        cj.objective(law, (x,), y, w, cj.FitOptions(delta=0.1, reduction="mean")),
+        cj.fitting.objective(law, (x,), y, w, cj.FitOptions(delta=0.1, reduction="mean")),
         np.sum(np.asarray(w) * h) / 3.5,
         rtol=1e-14,
     )
     # plain residuals are in units of the targets' weighted root mean square (a fraction of their size)
-    plain = cj.objective(law, (x,), y, w, cj.FitOptions(delta=10.0, log_residuals=False))
+    plain = cj.fitting.objective(law, (x,), y, w, cj.FitOptions(delta=10.0, log_residuals=False))
     rms = np.sqrt(np.sum(np.asarray(w) * np.asarray(y) ** 2) / np.sum(np.asarray(w)))
     expected = np.sum(np.asarray(w) * 0.5 * ((1.0 + 2.0 / np.asarray(x) - np.asarray(y)) / rms) ** 2)
     np.testing.assert_allclose(plain, expected, rtol=1e-14)
     res = (1.0 + 2.0 / np.asarray(x) - np.asarray(y)) / rms
     linear = np.where(np.abs(res) <= 0.01, 0.5 * res**2, 0.01 * (np.abs(res) - 0.005))
-    plain = cj.objective(law, (x,), y, w, cj.FitOptions(delta=0.01, log_residuals=False))
+    plain = cj.fitting.objective(law, (x,), y, w, cj.FitOptions(delta=0.01, log_residuals=False))
     np.testing.assert_allclose(plain, np.sum(np.asarray(w) * linear), rtol=1e-14)
 
 
@@ -46,9 +46,9 @@ def test_zero_weight_points_contribute_exactly_zero_even_with_nan_targets():
     law = cj.PowerLaw.from_params(E=1.0, A=2.0, alpha=1.0)
     x, y = jnp.array([1.0, 2.0, 4.0]), jnp.array([3.0, jnp.nan, 1.0])
     w = jnp.array([1.0, 0.0, 1.0])
-    value, grads = jax.value_and_grad(lambda l: cj.objective(l, (x,), y, w))(law)
+    value, grads = jax.value_and_grad(lambda l: cj.fitting.objective(l, (x,), y, w))(law)
     assert np.isfinite(value) and all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
-    np.testing.assert_allclose(value, cj.objective(law, (x[::2],), y[::2], w[::2]), rtol=1e-15)
+    np.testing.assert_allclose(value, cj.fitting.objective(law, (x[::2],), y[::2], w[::2]), rtol=1e-15)
 
 
 def test_a_weight_of_k_is_the_point_k_times_in_the_objective_and_the_fit():
@@ -65,8 +65,9 @@ def test_a_weight_of_k_is_the_point_k_times_in_the_objective_and_the_fit():
     start = cj.PowerLaw.from_params(E=1.5, A=3.0, alpha=0.4)
     for options in (cj.FitOptions(delta=0.02), cj.FitOptions(delta=0.02, reduction="mean")):  # both Huber regimes
         np.testing.assert_allclose(
-            cj.objective(start, (jnp.asarray(padded_x),), jnp.asarray(padded_y), jnp.asarray(padded_w), options),
-            cj.objective(
+            cj.fitting.objective(start, (jnp.asarray(padded_x),), jnp.asarray(padded_y), jnp.asarray(padded_w),
+                                 options),
+            cj.fitting.objective(
                 start, (jnp.asarray(repeated_x),), jnp.asarray(repeated_y), jnp.ones(len(repeated_x)), options
             ),
             rtol=1e-13,
@@ -83,7 +84,7 @@ def test_non_positive_predictions_under_log_residuals_have_finite_gradients():
     law = cj.CAMEL.from_params(t=np.full((1, 2), 1.0), K=[1.0], alpha=[0.5], beta=[0.5], C=-5.0)  # prediction < 0
     r, M, y = jnp.array([[0.5, 0.5]]), jnp.array([4.0]), jnp.array([2.0])
     assert float(law(r, M)[0]) < 0
-    value, grads = jax.value_and_grad(lambda l: cj.objective(l, (r, M), y, jnp.ones(1)))(law)
+    value, grads = jax.value_and_grad(lambda l: cj.fitting.objective(l, (r, M), y, jnp.ones(1)))(law)
     assert np.isfinite(value)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
     assert float(grads.C1) < 0  # the objective pushes the prediction up
@@ -288,7 +289,7 @@ def test_inits_prescreen_and_result_fields():
     assert summary["r2"] > 0.999999 and summary["mape_percent"] < 1e-4 and summary["n_converged"] == 5
     # the kept starts are the 5 best grid points: with one objective evaluation per start (max_steps=1, no polish)
     # every lane ends where it started, so the kept lanes are the starts themselves
-    values = np.asarray(jax.vmap(lambda l: cj.objective(l, (x,), law(x), jnp.ones(20)))(grid))
+    values = np.asarray(jax.vmap(lambda l: cj.fitting.objective(l, (x,), law(x), jnp.ones(20)))(grid))
     best5 = np.argsort(values)[:5]
     assert values[best5[-1]] < np.sort(values)[5]  # no tie at the cut: the best 5 are one well-defined set
     starts = cj.fit(law, (x,), law(x), key=jax.random.key(0), inits=grid,
@@ -453,7 +454,7 @@ def test_plain_residuals_are_a_fraction_of_the_targets_so_their_units_do_not_cha
     from camel_jax import simulate
 
     world = simulate.default_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE), [4.0, 5.0, 6.0, 8.0], noise=0.003,
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE), [4.0, 5.0, 6.0, 8.0], noise=0.003,
                       key=jax.random.key(1))  # fmt: skip
     data = world.mixture_data(runs, "loss_val0")
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)

@@ -131,7 +131,7 @@ def test_not_converged_fit_has_nan_influence(fitted):
     options = cj.FitOptions(max_steps=3, polish=0, delta=0.1)
     result = cj.fit_arrays(law, inputs, y, key=KEY, restarts=2, options=options)
     influence = cj.influence(result, AT, options=options)
-    assert cj.DerivativeStatus(int(influence.status)) == cj.DerivativeStatus.NOT_CONVERGED
+    assert cj.fitting.DerivativeStatus(int(influence.status)) == cj.fitting.DerivativeStatus.NOT_CONVERGED
     assert np.all(np.isnan(np.asarray(influence.loo))) and np.all(np.isnan(np.asarray(influence.se)))
 
 

@@ -205,9 +205,9 @@ def test_gradient_design_ascends_the_variance_removed_per_flop():
         jax.vmap(lambda law: law(np.atleast_2d(rows), np.full(len(np.atleast_2d(rows)), size)))(boot.laws)
     )
     q = at(out.attrs["recommended"], 20.0)[:, 0]
-    first = cj.variance_reduction(q, at(r[0], out["size"].iloc[0]), 1e-3)[0]
+    first = cj.mixture.variance_reduction(q, at(r[0], out["size"].iloc[0]), 1e-3)[0]
     np.testing.assert_allclose(out["score"].iloc[0], first, rtol=1e-6)
     random_r = random_mixtures(np.random.default_rng(5), 64, 3)
-    best_random = cj.variance_reduction(q, at(random_r, out["size"].iloc[0]), 1e-3).max()
+    best_random = cj.mixture.variance_reduction(q, at(random_r, out["size"].iloc[0]), 1e-3).max()
     assert out["score"].iloc[0] >= 0.9 * best_random
     assert out["sd_after"].iloc[-1] < out.attrs["sd_before"]

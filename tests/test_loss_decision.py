@@ -78,7 +78,7 @@ def check_worlds(outcomes: list[dict]) -> None:
     above that noise."""
     for o in outcomes:
         d = o["decision"]
-        assert d.verdict in cj.VERDICTS and d.decision is not None
+        assert d.verdict in cj.mixture.VERDICTS and d.decision is not None
         assert np.all(np.isfinite(d.mixture_low)) and np.all(np.isfinite(d.mixture_high))
         assert np.isfinite(d.decision.gain_low) and d.decision.gain_low <= d.decision.gain_high
         lower, upper = o["support"][:2]
@@ -151,7 +151,7 @@ def cli_fit(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lossdec")
     world = simulate.default_world(jax.random.key(0))
     ref = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
-    runs = world.runs(cj.perturbed_mixtures(ref), [4.0, 6.0, 8.0, 12.0], noise=0.002, key=jax.random.key(1))
+    runs = world.runs(cj.experiments.perturbed_mixtures(ref), [4.0, 6.0, 8.0, 12.0], noise=0.002, key=jax.random.key(1))
     table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "loss"]]
     table[table["size"] < 12].to_csv(folder / "train.csv", index=False)
     table[table["size"] == 12].to_csv(folder / "test.csv", index=False)
@@ -172,7 +172,7 @@ def test_optimize_writes_the_decision_json(cli_fit, capsys):
     record = json.loads((folder / "decision.json").read_text())
     columns = [c for c in table.columns if c.startswith("r_")]
     assert list(record["mixture"]) == columns and list(record["pick"]) == columns
-    assert record["verdict"] in cj.VERDICTS and record["law"] == "CAMEL"
+    assert record["verdict"] in cj.mixture.VERDICTS and record["law"] == "CAMEL"
     chosen = record["pick"] if record["verdict"] == "improves" else dict(zip(columns, ref))
     assert record["recommended"] == ("pick" if record["verdict"] == "improves" else "reference")
     np.testing.assert_allclose(list(record["mixture"].values()), list(chosen.values()), atol=1e-12)
@@ -265,7 +265,7 @@ def test_a_fit_of_several_losses_decides_on_the_objective_by_name(cli_fit):
     by name is the decision of that target alone (its weights), and names it does not have are refused."""
     world = simulate.default_world(jax.random.key(0))
     ref = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
-    runs = world.runs(cj.perturbed_mixtures(ref), [4.0, 6.0, 8.0], noise=0.002, key=jax.random.key(1))
+    runs = world.runs(cj.experiments.perturbed_mixtures(ref), [4.0, 6.0, 8.0], noise=0.002, key=jax.random.key(1))
     data = world.mixture_data(runs, "loss_val0")
     Y = jnp.stack([jnp.asarray(runs[f"loss_val{v}"].to_numpy()) for v in range(3)])
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)

@@ -155,11 +155,11 @@ def test_no_derivative_is_nan_with_a_status():
     def quadratic(c):
         return lambda r: -jnp.sum(a * (r - c) ** 2)
 
-    short = {"ascent": cj.AscentOptions(adam_steps=2, polish_steps=0)}
+    short = {"ascent": cj.mixture.AscentOptions(adam_steps=2, polish_steps=0)}
     c = jnp.array([-0.2, 0.5, 0.6])
     result = cj.optimal_mixture(quadratic(c), 3, key=KEY, **short)
     assert not bool(result.converged)
-    assert cj.mixture_derivative_status(result, quadratic(c)) == cj.DerivativeStatus.NOT_CONVERGED
+    assert cj.mixture.mixture_derivative_status(result, quadratic(c)) == cj.fitting.DerivativeStatus.NOT_CONVERGED
     value, pick = jax.jacfwd(
         lambda c: (lambda out: (out.value, out.r))(cj.optimal_mixture(quadratic(c), 3, key=KEY, **short))
     )(c)
@@ -170,9 +170,9 @@ def test_no_derivative_is_nan_with_a_status():
 
     c = jnp.array([0.6, 0.4])
     flat = jnp.array([0.3, 0.3, 0.4])
-    assert int(maximum_derivative_status(score, flat, c)) == cj.DerivativeStatus.SINGULAR
-    assert np.all(np.isnan(jax.jacfwd(lambda c: cj.implicit_mixture(score, flat, c))(c)))
-    assert np.all(np.isnan(jax.jacrev(lambda c: cj.implicit_mixture(score, flat, c))(c)))
+    assert int(maximum_derivative_status(score, flat, c)) == cj.fitting.DerivativeStatus.SINGULAR
+    assert np.all(np.isnan(jax.jacfwd(lambda c: cj.mixture.implicit_mixture(score, flat, c))(c)))
+    assert np.all(np.isnan(jax.jacrev(lambda c: cj.mixture.implicit_mixture(score, flat, c))(c)))
     # the value at the maximum keeps its (envelope) derivative: d/dc of max = 2 (r_0 + r_1 - c_0), 2 (r_2 - c_1) = 0
     envelope = jax.grad(lambda c: value_at_maximum(score, flat, c))(c)
     np.testing.assert_allclose(envelope, [0.0, 0.0], atol=1e-12)
@@ -182,9 +182,10 @@ def test_no_derivative_is_nan_with_a_status():
 
     corner = jnp.array([0.0, 0.5, 0.5])  # the unconstrained optimum c lies on the bound r_0 = 0: zero multiplier
     status = maximum_derivative_status(separable, corner, jnp.array([0.0, 0.5, 0.5]))
-    assert int(status) == cj.DerivativeStatus.DEGENERATE
-    assert np.all(np.isnan(jax.jacfwd(lambda c: cj.implicit_mixture(separable, corner, c))(jnp.array([0.0, 0.5, 0.5]))))
-    assert "one-sided" in cj.DerivativeStatus.DEGENERATE.reason
+    assert int(status) == cj.fitting.DerivativeStatus.DEGENERATE
+    assert np.all(np.isnan(jax.jacfwd(lambda c: cj.mixture.implicit_mixture(separable, corner, c))(jnp.array([0.0, 0.5,
+                                                                                                              0.5]))))
+    assert "one-sided" in cj.fitting.DerivativeStatus.DEGENERATE.reason
 
 
 # --- each run's influence on the pick ----------------------------------------------------------------------------
@@ -195,7 +196,7 @@ def pick_influence(world):
     world, *_ = world
     fit = world.fit(world.Y, jnp.ones(world.P))
     pipeline_fit = cj.PipelineFit(pipeline=world.pipeline(fit), pipelines=None, loss_fit=fit, resamples=None)
-    return cj.pick_influence(pipeline_fit, model_size=TARGET, key=KEY, reference=REFERENCE, options=TIGHT), None
+    return cj.mixture.pick_influence(pipeline_fit, model_size=TARGET, key=KEY, reference=REFERENCE, options=TIGHT), None
 
 
 @pytest.mark.slow  # one exact refit-and-reoptimize per run (30): `make test-all`; the chain's derivative runs in CI
@@ -211,7 +212,7 @@ def test_pick_influence_matches_exact_leave_one_out_refits(pick_influence, world
         assert bool(ok)
         exact_rows.append(np.concatenate([np.asarray(out[0]) - np.asarray(base[0]), [float(out[2] - base[2])]]))
     exact = np.array(exact_rows)
-    assert cj.DerivativeStatus(int(influence.status)) == cj.DerivativeStatus.OK
+    assert cj.fitting.DerivativeStatus(int(influence.status)) == cj.fitting.DerivativeStatus.OK
     columns = [influence.names.index(n) for n in ("r[code]", "r[books]", "gain")]
     approx = np.asarray(influence.loo)[:, columns]
     exact = exact[:, [1, 2, 3]]
@@ -251,7 +252,7 @@ def test_pick_table_and_text_name_the_deciding_runs(pick_influence):
     assert np.all(np.diff(table["shift"].to_numpy()) <= 0)
     decides = table.attrs["decides"]
     assert 1 <= len(decides) < 30 and decides == list(table.index[: len(decides)])
-    text = cj.influence_text(influence, runs=runs, top=3)
+    text = cj.mixture.influence_text(influence, runs=runs, top=3)
     assert "which runs decide the pick" in text and all(run in text for run in decides[:3])
     assert table.index[3] not in text.splitlines()[-2]  # only the top 3 rows are listed
     with pytest.raises(ValueError, match="must name the 30 runs"):

@@ -16,11 +16,11 @@ def test_variance_reduction_is_zero_where_members_agree_and_var_q_for_q_itself()
     rng = np.random.default_rng(0)
     q = rng.normal(size=64)
     F = np.stack([q, np.full(64, 3.0), 0.5 * q + rng.normal(size=64), rng.normal(size=64)], axis=1)
-    score = cj.variance_reduction(q, F, 0.0)
+    score = cj.mixture.variance_reduction(q, F, 0.0)
     np.testing.assert_allclose(score[0], np.var(q, ddof=1), rtol=1e-12)  # observing q itself removes all of it
     assert score[1] == 0.0  # members agree: nothing to learn
     assert np.all(score[2:] < score[0]) and np.all(score >= 0)
-    noisy = cj.variance_reduction(q, F, 1.0)
+    noisy = cj.mixture.variance_reduction(q, F, 1.0)
     assert np.all(noisy <= score + 1e-15) and noisy[0] < score[0]
     # by hand: Cov^2 / (Var + s^2)
     c = np.cov(q, F[:, 2])
@@ -69,7 +69,7 @@ def test_next_runs_prefers_the_target_and_ignores_a_measured_run():
     key = jax.random.key(3)
     first = cj.next_runs(boot, table, budget=100.0, target_size=20.0, key=key, batch=9, noise=0.0)
     assert 0 not in first.index  # the members agree there: zero score, never chosen
-    assert list(first.columns[-len(cj.NEXT_COLUMNS) :]) == list(cj.NEXT_COLUMNS)
+    assert list(first.columns[-len(cj.mixture.NEXT_COLUMNS) :]) == list(cj.mixture.NEXT_COLUMNS)
     assert first["cumulative_cost"].iloc[-1] <= 100.0
     r_star = first.attrs["recommended"]
     at_target = pd.concat([table, candidates_table(r_star, 20.0, 1.0)], ignore_index=True)

@@ -36,11 +36,11 @@ WEIGHTINGS = {"one": {"loss_1": 1.0}, "two": {"loss_2": 1.0}, "both": {"loss_1":
 def test_a_well_specified_law_picks_the_best_candidate(tables):
     train, candidates = tables
     before = (train.copy(), candidates.copy())
-    out = cj.backtest_observed(train, candidates, mixture=MIX, size="size", weightings=WEIGHTINGS,
+    out = cj.experiments.backtest_observed(train, candidates, mixture=MIX, size="size", weightings=WEIGHTINGS,
                                methods=["camel", "best-observed"], key=jax.random.key(0), restarts=8)  # fmt: skip
     pd.testing.assert_frame_equal(train, before[0])  # the user's tables are not modified
     pd.testing.assert_frame_equal(candidates, before[1])
-    assert list(out.columns[: len(cj.OBSERVED_COLUMNS)]) == list(cj.OBSERVED_COLUMNS)
+    assert list(out.columns[: len(cj.experiments.OBSERVED_COLUMNS)]) == list(cj.experiments.OBSERVED_COLUMNS)
     assert len(out) == 6
     camel = out[out["method"] == "camel"].set_index("weighting")
     assert np.all(camel["regret_share"] <= 0.05), camel["regret_share"]
@@ -62,7 +62,8 @@ def test_a_well_specified_law_picks_the_best_candidate(tables):
 def test_best_observed_ranks_candidates_by_their_measurement_at_the_largest_trained_size(tables):
     train, candidates = tables
     at_top = candidates.assign(size=6.0, loss_1=candidates["loss_1"][::-1].to_numpy())  # a reversed measurement
-    out = cj.backtest_observed(pd.concat([train, at_top], ignore_index=True), candidates, mixture=MIX, size="size",
+    out = cj.experiments.backtest_observed(pd.concat([train, at_top], ignore_index=True), candidates, mixture=MIX,
+                                           size="size",
                                weightings=["loss_1"], methods=["best-observed"], key=jax.random.key(0))  # fmt: skip
     row = out.iloc[0]
     assert row["pick"] == candidates.index[np.argmin(at_top["loss_1"].to_numpy())]
@@ -74,7 +75,7 @@ def test_best_observed_ranks_candidates_by_their_measurement_at_the_largest_trai
 def test_one_training_size_predicts_at_that_size_and_skips_nested_dml(tables):
     train, candidates = tables
     one = train[train["size"] == 6.0]
-    out = cj.backtest_observed(one, candidates, mixture=MIX, size="size", weightings=["loss_1"],
+    out = cj.experiments.backtest_observed(one, candidates, mixture=MIX, size="size", weightings=["loss_1"],
                                methods=["camel", "dml", "size-agnostic"], key=jax.random.key(1))  # fmt: skip
     assert list(out["method"]) == ["camel", "size-agnostic"]
     assert (out["at_size"] == 6.0).all()
@@ -83,10 +84,10 @@ def test_one_training_size_predicts_at_that_size_and_skips_nested_dml(tables):
 
 
 def test_spearman_handles_ties_and_missing_values():
-    assert cj.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert cj.spearman([1, 2, np.nan, 4], [4, 3, 0, 1]) == pytest.approx(-1.0)
-    assert cj.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(np.corrcoef([1.5, 1.5, 3], [1, 2, 3])[0, 1])
-    assert np.isnan(cj.spearman([1, np.nan], [1, 2]))
+    assert cj.experiments.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert cj.experiments.spearman([1, 2, np.nan, 4], [4, 3, 0, 1]) == pytest.approx(-1.0)
+    assert cj.experiments.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(np.corrcoef([1.5, 1.5, 3], [1, 2, 3])[0, 1])
+    assert np.isnan(cj.experiments.spearman([1, np.nan], [1, 2]))
 
 
 @pytest.mark.parametrize(
@@ -105,13 +106,13 @@ def test_bad_input_is_named_before_any_fit(tables, change, kwargs, message):
     train, candidates = change(*tables)
     args = {"weightings": ["loss_1", "loss_2"], "methods": ["camel"]} | kwargs
     with pytest.raises((ValueError, TypeError), match=message):
-        cj.backtest_observed(train, candidates, mixture=MIX, size="size", key=jax.random.key(0), **args)
+        cj.experiments.backtest_observed(train, candidates, mixture=MIX, size="size", key=jax.random.key(0), **args)
 
 
 def test_missing_training_losses_only_drop_that_run_from_that_loss(tables):
     train, candidates = tables
     holes = train.assign(loss_2=np.where(np.arange(len(train)) % 5 == 0, np.nan, train["loss_2"]))
-    out = cj.backtest_observed(holes, candidates, mixture=MIX, size="size", weightings=["loss_2"],
+    out = cj.experiments.backtest_observed(holes, candidates, mixture=MIX, size="size", weightings=["loss_2"],
                                methods=["camel"], key=jax.random.key(0), restarts=8)  # fmt: skip
     assert out["regret_share"].iloc[0] <= 0.05
 
@@ -122,12 +123,13 @@ def test_missing_training_losses_only_drop_that_run_from_that_loss(tables):
 @pytest.mark.slow  # two real tables (regmix: 512 runs x 17 datasets), read from ../shared
 def test_real_data_backtests_run_and_laws_beat_chance():
     train, candidates, mixture, weightings = shared_data.dmsl_decision()
-    dmsl = cj.backtest_observed(train, candidates, mixture=mixture, size="model_size", weightings=weightings,
+    dmsl = cj.experiments.backtest_observed(train, candidates, mixture=mixture, size="model_size",
+                                            weightings=weightings,
                                 methods=["camel", "sodm"], key=jax.random.key(0), restarts=8)  # fmt: skip
     assert len(dmsl) == 2 * len(weightings) and np.all(dmsl["regret"] >= 0)
     # four candidates: a random pick has expected regret share ~0.5 in every weighting
     assert dmsl["regret_share"].mean() < 0.3
     train, candidates, _, mixture, weightings = shared_data.regmix_decision()
-    regmix = cj.backtest_observed(train, candidates, mixture=mixture, size="size", weightings=weightings,
+    regmix = cj.experiments.backtest_observed(train, candidates, mixture=mixture, size="size", weightings=weightings,
                                   methods=["sodm"], key=jax.random.key(0), restarts=8)  # fmt: skip
     assert regmix["spearman"].iloc[0] > 0.8  # 256 candidates: chance is ~0 +- 0.06

@@ -90,11 +90,12 @@ def test_zero_weights_at_the_optimum_are_reached_exactly():
 def test_projection_onto_the_capped_simplex():
     v = jnp.array([0.9, 0.5, -0.2, 0.1])
     lo, hi = jnp.array([0.0, 0.1, 0.05, 0.0]), jnp.array([0.6, 0.6, 0.6, 0.6])
-    p = np.asarray(cj.project_capped_simplex(v, lo, hi))
+    p = np.asarray(cj.mixture.project_capped_simplex(v, lo, hi))
     assert abs(p.sum() - 1) < 1e-12 and np.all(p >= np.asarray(lo)) and np.all(p <= np.asarray(hi))
     # optimality of a Euclidean projection: <v - p, q - p> <= 0 for feasible q
     rng = np.random.default_rng(0)
-    q = np.asarray(jax.vmap(lambda x: cj.project_capped_simplex(x, lo, hi))(jnp.asarray(rng.normal(size=(200, 4)))))
+    q = np.asarray(jax.vmap(lambda x: cj.mixture.project_capped_simplex(x, lo, hi))(jnp.asarray(rng.normal(size=(200,
+                                                                                                                 4)))))
     assert np.all((q - p) @ (np.asarray(v) - p) <= 1e-10)
 
 

@@ -73,7 +73,7 @@ def test_batched_pipeline_gives_one_mixture_per_resample_or_a_robust_one():
     assert mean_value(robust.r) >= max(mean_value(per.r[i]) for i in range(4)) - 1e-9
     low = cj.optimal_mixture(pipe, 3, key=jax.random.key(0), model_size=20.0, robust=("quantile", 0.1))
     assert low.r.shape == (3,)
-    path = cj.mixture_path(pipe, [8.0, 20.0], key=jax.random.key(0), datasets=["a", "b", "c"])
+    path = cj.mixture.mixture_path(pipe, [8.0, 20.0], key=jax.random.key(0), datasets=["a", "b", "c"])
     assert list(path.columns) == ["size", "dataset", "weight", "low", "high"] and len(path) == 6
 
 
@@ -155,7 +155,8 @@ def gadre_heldout(n_splits=10):
     df = shared_data.gadre2024()
     losses = [c for c in df.columns if c.startswith("loss_")]
     sets = {"multi-loss": losses, "single-loss (c4_val)": ["loss_c4_val"]}
-    return cj.heldout_benchmark_error(df, sets, [f"acc_{b}" for b in BENCHMARKS], jax.random.key(0), n_splits=n_splits)
+    return cj.experiments.heldout_benchmark_error(df, sets, [f"acc_{b}" for b in BENCHMARKS], jax.random.key(0),
+                                                  n_splits=n_splits)
 
 
 def test_gadre_multi_loss_law_beats_single_loss_over_paired_splits():
@@ -197,10 +198,10 @@ def test_heldout_benchmark_error_rejects_bad_arguments():
     # argument checks need no external data: the gadre2024 subset the package ships (MIT) has these columns
     df = pd.read_csv(resources.files("camel_jax") / "data" / "gadre2024_subset.csv")
     with pytest.raises(TypeError, match="list of column names"):
-        cj.heldout_benchmark_error(df, "loss_c4_val", ["acc_piqa"], jax.random.key(0))
+        cj.experiments.heldout_benchmark_error(df, "loss_c4_val", ["acc_piqa"], jax.random.key(0))
     with pytest.raises(ValueError, match="`n_splits`"):
-        cj.heldout_benchmark_error(df, ["loss_c4_val"], ["acc_piqa"], jax.random.key(0), n_splits=0)
+        cj.experiments.heldout_benchmark_error(df, ["loss_c4_val"], ["acc_piqa"], jax.random.key(0), n_splits=0)
     with pytest.raises(ValueError, match="`test_fraction`"):
-        cj.heldout_benchmark_error(df, ["loss_c4_val"], ["acc_piqa"], jax.random.key(0), test_fraction=1.5)
+        cj.experiments.heldout_benchmark_error(df, ["loss_c4_val"], ["acc_piqa"], jax.random.key(0), test_fraction=1.5)
     with pytest.raises(ValueError, match="loss_nope"):
-        cj.heldout_benchmark_error(df, ["loss_nope"], ["acc_piqa"], jax.random.key(0))
+        cj.experiments.heldout_benchmark_error(df, ["loss_nope"], ["acc_piqa"], jax.random.key(0))

@@ -40,15 +40,16 @@ def selection():
         "camel-data-tied": cj.CAMELData.sample_init(
             key, n_datasets=3, n_domains=2, tied=True, tokens=False, capacity_exponent=3.0
         ),
-        "dml-nested": cj.DMLNested(n_domains=1),
+        "dml-nested": cj.experiments.DMLNested(n_domains=1),
     }
-    return cj.select_law(laws, data, key=jax.random.key(1), restarts=16, options=cj.FitOptions(max_steps=3000))
+    return cj.experiments.select_law(laws, data, key=jax.random.key(1), restarts=16,
+                                     options=cj.FitOptions(max_steps=3000))
 
 
 def test_the_law_that_holds_a_size_free_mixture_effect_wins_by_a_wide_margin(selection):
     winner, table = selection
     assert winner == "camel-data-tied"
-    assert list(table.columns[:6]) == list(cj.SELECT_COLUMNS)
+    assert list(table.columns[:6]) == list(cj.experiments.SELECT_COLUMNS)
     error = table.set_index("law")["error"]
     assert set(table["test_size"]) == {12.0} and set(table["n_train"]) == {72}
     # noiseless data of its own form: the right law extrapolates to ~0; tied CAMEL cannot hold the effect at all
@@ -67,15 +68,15 @@ def test_laws_get_the_inputs_they_take_and_bad_requests_fail_before_any_fit():
     assert len(law_data(with_tokens, data, "d").inputs) == 3
     no_tokens = cj.MixtureData(data.r, data.y, size=data.size)
     with pytest.raises(ValueError, match="law 'd' takes tokens"):
-        cj.select_law({"d": with_tokens}, no_tokens, key=jax.random.key(0))
+        cj.experiments.select_law({"d": with_tokens}, no_tokens, key=jax.random.key(0))
     with pytest.raises(ValueError, match="not in the data"):
-        cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout=[20.0])
+        cj.experiments.select_law({"c": camel}, data, key=jax.random.key(0), holdout=[20.0])
     with pytest.raises(ValueError, match=">= 2 training sizes"):
-        cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout=[5.0, 12.0])
+        cj.experiments.select_law({"c": camel}, data, key=jax.random.key(0), holdout=[5.0, 12.0])
     with pytest.raises(ValueError, match="`holdout` must be"):
-        cj.select_law({"c": camel}, data, key=jax.random.key(0), holdout="smallest")
+        cj.experiments.select_law({"c": camel}, data, key=jax.random.key(0), holdout="smallest")
     with pytest.raises(ValueError, match="`metric`"):
-        cj.select_law({"c": camel}, data, key=jax.random.key(0), metric="r2")
+        cj.experiments.select_law({"c": camel}, data, key=jax.random.key(0), metric="r2")
 
 
 @pytest.mark.slow  # its own benchmark and pipeline fits compile anew
@@ -83,7 +84,7 @@ def test_camel_data_runs_through_the_pipeline_bootstrap_save_and_optimizer(tmp_p
     from camel_jax import simulate
 
     world = simulate.make_world(jax.random.key(0))
-    runs = world.runs(cj.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 8.0], noise=0.002,
+    runs = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 8.0], noise=0.002,
                       key=jax.random.key(1))  # fmt: skip
     losses = [c for c in runs.columns if c.startswith("loss_")]
     fits = cj.fit_benchmarks(runs, losses=losses, benchmarks=["acc_mmlu"], names=["mmlu"], key=jax.random.key(2),
@@ -115,13 +116,13 @@ def test_a_law_whose_held_out_fit_did_not_converge_ranks_after_every_law_whose_f
                              "converged": [converged], "error_se": [0.01]})  # fmt: skip
 
     monkeypatch.setattr(_select, "extrapolation_error", table)
-    winner, ranked = cj.select_law({name: name for name in errors}, data_law_world(), key=jax.random.key(0))
+    winner, ranked = cj.experiments.select_law({name: name for name in errors}, data_law_world(), key=jax.random.key(0))
     assert winner == "finished"
     assert ranked.set_index("law")["rank"].to_dict() == {
         "finished": 1, "finished-worse": 2, "stopped-short": 3, "failed": 4}  # fmt: skip
     # when no law's fits converged, the error alone ranks them
     errors.update({"finished": (0.5, False), "finished-worse": (0.9, False)})
-    winner, _ = cj.select_law({name: name for name in errors}, data_law_world(), key=jax.random.key(0))
+    winner, _ = cj.experiments.select_law({name: name for name in errors}, data_law_world(), key=jax.random.key(0))
     assert winner == "stopped-short"
 
 
@@ -145,5 +146,6 @@ def test_the_converged_column_is_the_best_starts_status_whose_predictions_are_sc
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
     data = law_data(law, data_law_world(), "c")
     options = cj.FitOptions(max_steps=20, polish=0)
-    table = cj.extrapolation_error(law, data, [4.0, 5.0, 6.0], 12.0, key=jax.random.key(1), restarts=2, options=options)
+    table = cj.experiments.extrapolation_error(law, data, [4.0, 5.0, 6.0], 12.0, key=jax.random.key(1), restarts=2,
+                                               options=options)
     assert len(table) == 1 and not table["converged"].any()

@@ -170,6 +170,7 @@ def backtest(
     """Backtest mixture-choosing methods on a world whose true score is known.
 
     **Arguments**:
+
     - `world`: a `simulate.World`, whose true score (`World.true_score`) judges every pick.
     - `key`: draws the runs' noise, the strategies' choices and every fit's starts; `repeats`: independent
       repeats (fresh noise and choices) of every (method, budget) cell.

@@ -38,6 +38,7 @@ def flops(active_params: ArrayLike, tokens: ArrayLike) -> np.ndarray:
     """Training FLOPs by the paper's convention, 6 N D (N active parameters, D tokens); vectorized.
 
     **Arguments**:
+
     - `active_params`: N, active parameters per run; `tokens`: D, training tokens (broadcast together).
 
     **Returns**: the FLOPs, an array of the broadcast shape.
@@ -80,6 +81,7 @@ def perturbed_mixtures(reference: ArrayLike | Sequence[float], factor: float = 0
     Row order: reference, then (j up, j down) for j = 0..n-1.
 
     **Arguments**:
+
     - `reference`: the reference mixture [n]; `factor`: the relative perturbation (0.2: the paper's +-20%).
 
     **Returns**: the mixtures [2n+1, n].
@@ -145,6 +147,7 @@ def allocate(
     See the module docstring for the priority orders.
 
     **Arguments**:
+
     - `strategy`: a name of `STRATEGIES`; `sizes`: the S sizes in increasing order.
     - `cost_per_run`: [S], the cost of one run at each size; `budget`: the compute to spend.
     - `max_per_size`: (int or [S]) the mixtures available at each size.
@@ -204,6 +207,7 @@ def sample_design(
     number of available rows; the rows at each size are then drawn uniformly without replacement with `key`.
 
     **Arguments**:
+
     - `strategy`: a name of `STRATEGIES`; `runs`: the candidate runs (not modified); `budget`: in `cost` units.
     - `key`: draws the rows at each size; `size`, `cost`: the column names of the size and the cost.
 

@@ -63,6 +63,7 @@ def training_masks(
     given each row's `cost` (e.g. FLOPs).
 
     **Arguments**:
+
     - `data`: the runs; `train_sizes`: the sizes whose rows may be chosen.
     - `n_points`: rows per repeat (uniform draw); `repeats`: the number of masks; `key`: draws them.
     - `strategy`, `budget`, `cost`: choose the runs by a sampling strategy under a budget instead.
@@ -206,6 +207,7 @@ def extrapolation_error(
     `converged`: whether the best start, whose predictions are scored, met its stopping rule (CONVERGED or STALLED).
 
     **Arguments**:
+
     - `law`: a law template or a `DMLNested`; `data`: the runs; `train_sizes`: the sizes to fit on;
       `test_size`: the held-out size(s).
     - `n_points`, `repeats`, `key`, `strategy`, `budget`, `cost`: how the training runs are chosen (see
@@ -312,6 +314,7 @@ def compare_laws(
     `options` as in `extrapolation_error`.
 
     **Arguments**:
+
     - `laws`: {name: law template or `DMLNested`}; `data`, `train_sizes`, `test_size`: as in
       `extrapolation_error`.
     - `n_points`: the training-set sizes to compare at; `repeats`, `key`: the masks (shared by every law).
@@ -362,6 +365,7 @@ def select_domains(
     """Choose CAMEL's number of intrinsic domains k by held-out extrapolation error (the paper's ablation).
 
     **Arguments**:
+
     - `k_values`: the numbers of domains to try; `data`, `train_sizes`, `test_size`: as in `extrapolation_error`.
     - `n_points`, `repeats`, `key`: the training masks, shared by every k.
     - `tied`, `capacity_exponent`, `size_scale`: the CAMEL template (`CAMEL.sample_init`'s structure).
@@ -429,6 +433,7 @@ def heldout_benchmark_error(
     so a few restarts suffice.
 
     **Arguments**:
+
     - `df`: the runs (not modified); `losses`: loss columns, or {name: columns}; `benchmarks`: accuracy columns.
     - `key`: draws the splits and the starts; `n_splits`: the number of splits; `test_fraction`: held out in each.
     - `restarts`: starts per fit; `monotone`: as for `fit_benchmarks`.

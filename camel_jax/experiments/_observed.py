@@ -51,6 +51,7 @@ def backtest_observed(
     """Backtest mixture-choosing methods against measured runs: which candidate would each method have trained?
 
     **Arguments**:
+
     - `train`, `candidates`: runs tables with the `mixture` columns, the `size` column and the loss columns the
       weightings name. Every candidate must have every named loss; a missing training loss only drops that run
       from that loss's fit. Neither table is modified.
@@ -147,6 +148,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     than 2 such entries or a constant one.
 
     **Arguments**:
+
     - `a`, `b`: vectors of the same length.
 
     **Returns**: the Spearman correlation, a float in [-1, 1] or NaN.

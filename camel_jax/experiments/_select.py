@@ -71,6 +71,7 @@ def select_law(
     """Fit each candidate law on every run below the held-out size(s) and score its predictions there.
 
     **Arguments**:
+
     - `laws`: {name: law template or `DMLNested`}. A law that declares `tokens=True` in its structure (CAMELData,
       SODM with tokens) is fitted on `(r, size, tokens)`; the others on `(r, size)`.
     - `data`: the runs, with sizes (and tokens where a candidate takes them).

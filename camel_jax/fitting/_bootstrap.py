@@ -197,6 +197,7 @@ def bootstrap(
     to ~1e-14 and, the objective being flat to second order at an optimum, parameters to ~sqrt(machine epsilon).
 
     **Arguments**:
+
     - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]: every target refitted on the
       same resamples, in one program), as for `fit`. `inputs` may be a `MixtureData`: it then also gives `y`,
       `weights`, the names and, unless `groups` is passed, its `group` (so that the checkpoints of one run are

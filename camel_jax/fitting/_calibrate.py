@@ -166,6 +166,7 @@ def calibrate(
     Every fold, resample and target is one fit.
 
     **Arguments**:
+
     - `law`, `inputs`, `y`: the law template, its inputs and targets [P] (or [T, P]: one calibration per target),
       as for `fit`. `inputs` may be a `MixtureData`: it then also gives `y`, `weights` and, unless `groups` is
       passed, its `group` (the checkpoints of one run resampled together).
@@ -493,6 +494,7 @@ def calibrate_decision(
       of fit in them; study 5's decision table measures the result).
 
     **Arguments**:
+
     - `predicted`: [folds, P] each fold's predicted score at every run; `measured`: [P] the measured one.
     - `size`: [P] the runs' sizes; `keeps`: [folds] each fold's largest trained size.
     - `noise_sd`: one run's measurement noise (from repeated runs, or the benchmark fits' residuals): the

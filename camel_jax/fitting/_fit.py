@@ -47,6 +47,7 @@ def huber(residual: Array, delta: float) -> Array:
     """Huber loss: r^2 / 2 for |r| <= delta, delta (|r| - delta / 2) beyond.
 
     **Arguments**:
+
     - `residual`: residuals, any shape; `delta`: where the loss turns from quadratic to linear.
 
     **Returns**: the loss of each residual, elementwise.
@@ -67,6 +68,7 @@ def objective(
     (NaN included).
 
     **Arguments**:
+
     - `law`: the law; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P]; `weights`: [P], >= 0.
     - `options`: a `FitOptions` (`delta`, `log_residuals`, `reduction`, `penalty` are read).
 
@@ -122,6 +124,7 @@ class FitResult(eqx.Module):
     """Result of `fit`.
 
     **Fields**:
+
     - `law`: the best start (lowest finite objective); batched over targets when `y` was [T, P].
     - `objective`: its objective.
     - `laws`: every optimized start, batched (leading axis R, after any target axis).
@@ -681,6 +684,7 @@ def fit_arrays(
     where no derivative exists (see `camel_jax.solver._implicit`, `fit_derivative_status`).
 
     **Arguments** (as `fit`'s):
+
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
     - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1.
     - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead.
@@ -766,6 +770,7 @@ def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
     declares no data units, or when the data are traced (inside a `jit`, where units must be static).
 
     **Arguments**:
+
     - `law`: a law (a structural template).
     - `inputs`: the tuple passed as `law(*inputs)`.
     - `y`: the targets ([P] or [T, P]).
@@ -881,6 +886,7 @@ def fit(
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
 
     **Arguments**:
+
     - `law`: any law (a structural template: its parameter values are not used unless it is passed as `inits`).
     - `inputs`: the tuple passed as `law(*inputs)`, e.g. `data.inputs`; or a `MixtureData` (e.g. from
       `cj.read_runs`), which also gives `y`, `weights`, `names` and `targets` unless they are passed.

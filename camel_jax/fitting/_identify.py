@@ -36,6 +36,7 @@ class Identifiability(eqx.Module):
     """What the data determine about one fitted law (see the module docstring).
 
     **Fields**:
+
     - `names`: one per parameter element of `law.params()`, e.g. `"C"`, `"beta[1]"`, `"t[0, 2]"`.
     - `sd`: their standard deviations (of the log for positive parameters), inf where the data say nothing.
     - `eigenvalues`: the spectrum of the information `J^T W J` in the unconstrained coordinates, ascending.

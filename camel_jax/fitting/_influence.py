@@ -3,6 +3,7 @@ leave-one-run-out change, and the cheap (infinitesimal jackknife, or sandwich) s
 
 All from one Hessian at the fitted optimum x* of `f(x; w, y) = sum_p w_p l_p(x)` (the fit's objective), by the
 implicit function theorem (see `_implicit`):
+
 - `d_weight[p]`: the derivative of a quantity q (parameters, predictions) with respect to run p's weight,
   `dq/dw_p = -q'(x*) H^{-1} d(grad_x f)/dw_p` (the influence function of robust statistics, per unit weight);
 - `d_log_y[p]`: its derivative with respect to log y_p, the effect of the run's measured loss being 1% higher
@@ -50,6 +51,7 @@ class Influence(eqx.Module):
     """Each run's influence on a fit (see `camel_jax.fitting._influence`). Rows are runs (points), columns quantities.
 
     **Fields**:
+
     - `names`: the quantities, the law's parameters (`"alpha"`, `"t[0, 2]"`, ...) then `"prediction[j]"` for
       each point of `at`.
     - `value` [m]: their fitted values.
@@ -148,6 +150,7 @@ def fit_derivative_status(result: FitResult, options: FitOptions | None = None) 
     determine).
 
     **Arguments**:
+
     - `result`: a `FitResult` of one target.
     - `options`: the fit's own `FitOptions` (default `FitOptions()` with the result's residuals).
 
@@ -174,6 +177,7 @@ def influence(
     """Each run's influence on a fitted law's parameters and on its predictions at `at`.
 
     **Arguments**:
+
     - `result`: a `FitResult` of one target (y [P]).
     - `at`: inputs at which to predict, as the law takes them (e.g. `(mixtures [Q, n], sizes [Q])`, the target
       size); None for the parameters only.

@@ -125,6 +125,7 @@ class MixtureData(eqx.Module):
         """Validate a DataFrame and convert it to arrays.
 
         **Arguments**:
+
         - `mixture`: the mixture-weight columns (one per dataset). Rows must be >= 0 and sum to 1 within 1e-2;
           rows within that tolerance are renormalized to sum to exactly 1.
         - `target`: the loss column. Must be > 0 when `positive_target` (log-residual fits).

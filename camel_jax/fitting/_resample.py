@@ -25,6 +25,7 @@ def resample_weights(
     each stratum keeps its number of units.
 
     **Arguments**:
+
     - `key`: a `jax.random` key; `n_points`: P; `n_resamples`: B.
     - `groups`: [P] a code per point; the unit drawn is the group (default: each point).
     - `strata`: [P] a stratum per point, constant within a group; draws happen within each stratum.

@@ -190,6 +190,7 @@ def save(
     `optimal_mixture` on the object. The write is atomic.
 
     **Arguments**:
+
     - `obj`: the `FitResult`, `BootstrapResult`, `Pipeline` or `PipelineFit` to save.
     - `path`: the file to write (`.npz` is appended when missing).
     - `laws`: law classes camel-jax does not ship that `obj` holds (a sequence of classes, or {name: class});
@@ -751,6 +752,7 @@ def load(path: str | Path, *, laws: UserLaws = None) -> Saveable:
     naming the problem; a missing file is `FileNotFoundError`.
 
     **Arguments**:
+
     - `path`: a file `save` wrote.
     - `laws`: law classes beyond the shipped ones that the file may name (a sequence of classes, or {name in the
       file: class}); nothing else is ever imported.

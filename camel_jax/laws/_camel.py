@@ -230,6 +230,7 @@ class CAMEL(AbstractLaw):
     beta in a box by a sigmoid instead.
 
     **Arguments** (`__call__`):
+
     - `r`: mixtures, [P, n], rows on the simplex (zero weights allowed).
     - `size`: model sizes M, [P], > 0.
 

@@ -39,6 +39,7 @@ class LossToBenchmark(AbstractLaw):
     Dubey et al. (2024).
 
     Two parameterizations (the static field `monotone`):
+
     - `monotone=False`: `k` [V], `A`, `B`, `C` real (the paper's law as written).
     - `monotone=True`: `k >= 0` (stored as sqrt k) and `0 <= A <= 1` (stored as arcsin sqrt A); `B`, `C` real. A higher
       validation loss can then never raise the accuracy, and the amplitude is an accuracy range. Validation losses

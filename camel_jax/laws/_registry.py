@@ -87,6 +87,7 @@ def law_template(name: str, key: Array, **options: Any) -> AbstractLaw:
     """A starting law of the registered kind `name`, drawn with `key`.
 
     **Arguments**:
+
     - `name`: a registered name or alias (`LAW_NAMES`), e.g. `"camel-tied"` or `"sodm-additive"`.
     - `key`: a `jax.random` key for the start.
     - `options`: `sample_init` options; those the law does not take (`LawEntry.takes`) are ignored, so one call

@@ -82,6 +82,7 @@ def score_draws(
     the `calibration`'s extrapolation error (per benchmark, in the order of `benchmark_weights`) drawn in.
 
     **Arguments**:
+
     - `pipelines`: a batched `Pipeline` (B resamples); `r`: mixtures [K, n]; `size`: the model size.
     - `key`: draws the calibration's error; `calibration`: None for the bootstrap's spread only.
 
@@ -140,6 +141,7 @@ def decide(
     it gets "not resolved" whatever its draws say.
 
     **Arguments**:
+
     - `pipelines`: a batched `Pipeline` (B resamples); `r`: the mixture [n]; `reference`: the mixture [n] to beat.
     - `model_size`: the size to decide at; `key`: draws the calibration's error.
     - `calibration`: the extrapolation error to draw in (None: the bootstrap's spread only).

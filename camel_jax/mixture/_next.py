@@ -37,6 +37,7 @@ def variance_reduction(q: ArrayLike, F: ArrayLike, noise: ArrayLike) -> np.ndarr
     Var(q) for a noiseless run of q itself; never more.
 
     **Arguments**:
+
     - `q`: the decision quantity in each member [B]; `F`: the candidates' outcomes [B, C].
     - `noise`: the sd of one measured outcome, a scalar or [C].
 
@@ -240,6 +241,7 @@ def next_runs(
     ensemble), and the batch is built greedily by score per FLOP, conditioning on the runs already chosen.
 
     **Arguments**:
+
     - `fitted`: a `PipelineFit` with resamples (its `score_noise` is the default `noise`), a batched
       `Pipeline`, or a `BootstrapResult` of a law of (r, M) (lower is better; pass `noise`, e.g. the fit's rms
       residual).

@@ -32,6 +32,7 @@ def project_capped_simplex(v: Float[Array, " n"], lower: Float[Array, " n"], upp
     linearly on the segment where it crosses 1. The clip makes the bounds hold exactly.
 
     **Arguments**:
+
     - `v`: the point to project [n]; `lower`, `upper`: the bounds [n] (sum lower <= 1 <= sum upper).
 
     **Returns**: the projection r [n].
@@ -366,6 +367,7 @@ def optimal_mixture(
     """Maximize a score over mixtures on the simplex.
 
     **Arguments**:
+
     - `score`: what to maximize: a callable `score(r) -> scalar` for a mixture r [n], or a `Pipeline` with
       `model_size` (its score, the weighted benchmark accuracy), or a `PipelineFit` (its batched `pipelines` when
       it has resamples, with its `calibration`; else its `pipeline`).
@@ -393,7 +395,8 @@ def optimal_mixture(
     if ascent is None:
         ascent = AscentOptions()
     if not isinstance(ascent, AscentOptions):
-        raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.AscentOptions(adam_steps=200)); got {ascent!r}")
+        raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.mixture.AscentOptions(adam_steps=200)); "
+                        f"got {ascent!r}")
     rules: dict[str, Any] = {}
     if isinstance(score, PipelineFit):
         far = None if model_size is None else extrapolation_problem(score.loss_fit, check_model_size(model_size))

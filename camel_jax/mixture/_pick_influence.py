@@ -42,6 +42,7 @@ class PickInfluence(eqx.Module):
     quantities.
 
     **Fields**:
+
     - `names`: the quantities: the mixture's weights (`"r[<dataset>]"`), `"value"` (the score at the pick)
       and, with a reference, `"gain"` (the score at the pick minus at the reference).
     - `value` [m]: their values; `r` [n] the pick and `reference` [n] (or None).
@@ -127,6 +128,7 @@ def pick_influence(
     """Each run's influence on the recommended mixture of a `fit_pipeline` result and on its predicted gain.
 
     **Arguments**:
+
     - `fit`: a `PipelineFit` (its point `pipeline` and the proxy-loss fit `loss_fit`, one target per benchmark).
     - `model_size`: the target size; `key`: draws the ascent's starts when `mixture` is not given.
     - `reference`: the mixture the pick is compared with (the gain's columns), or None.

@@ -229,6 +229,7 @@ def fit_benchmark_laws(
     `BENCHMARK_OPTIONS` (plain residuals, delta=1.0, max_steps=5000).
 
     **Arguments**:
+
     - `L`: validation losses [P, V]; `Y`: accuracies [T, P], one row per benchmark.
     - `weights`: [P] or [T, P] per-point weights (e.g. a train mask).
     - `names`: T names that key the result; `key`: draws the `restarts` random starts.
@@ -329,6 +330,7 @@ def fit_pipeline(
 
     With `n_resamples` = B, the runs are resampled (points, or `groups` within `strata`) B times and every fit
     is redone on each resample, warm-started from the full-data fits, giving the batched `pipelines`:
+
     - `two_stage` (default): both stages. The loss-to-benchmark laws are refitted on the resample's runs (with
       `BENCHMARK_OPTIONS`), each resample's proxy losses k_b . L follow its own laws, and the mixture laws are
       fitted on those; otherwise only the mixture laws are resampled and the benchmark laws are the point fits.
@@ -344,6 +346,7 @@ def fit_pipeline(
       proxy-loss fits (`replicate_weights`; all weights 1 without repeats).
 
     **Arguments**:
+
     - `data`: the training runs as a `MixtureData` (its `y` is not used); `benchmarks`: `fit_benchmarks` on the
       same rows.
     - `benchmark_weights`: the weights of the score sum_b w_b Acc_b, {benchmark: w_b} (e.g.

@@ -49,6 +49,7 @@ def fit_benchmarks(
     losses, e.g. the BENCHMARK_WEIGHTS keys "mmlu", "gsm8k", ....
 
     **Arguments**:
+
     - `df`: the runs table (not modified); `losses`: its validation-loss columns; `benchmarks`: its accuracy
       columns, one law each.
     - `key`: draws the `restarts` random starts of every law; `names`: the laws' keys (default: `benchmarks`).
@@ -86,6 +87,7 @@ def mixture_path(
     pipeline without `robust`).
 
     **Arguments**:
+
     - `pipeline`: a `Pipeline` (point or batched over resamples); `sizes`: the model sizes.
     - `key`: the ascent's random starts; `datasets`: names of the mixture components (default `r0`, `r1`, ...).
     - `level`: the band's coverage for a batched pipeline.

@@ -156,6 +156,7 @@ def implicit_solution(
     """`x` (a minimizer of `loss(., data)`), whose derivatives with respect to `data` are the implicit ones.
 
     **Arguments**:
+
     - `loss`: the objective `loss(x, data) -> scalar`, twice differentiable in `x` and differentiable in `data`.
       Traced values it closes over are differentiated like `data`.
     - `x`: the solution, a flat vector (e.g. `ravel_pytree` of a law's array leaves). Its own derivative (through
@@ -331,6 +332,7 @@ def implicit_mixture(
     respect to `data` are those of its KKT conditions, the active bounds held.
 
     **Arguments**:
+
     - `score`: `score(r, data) -> scalar`, the function of the mixture maximized, twice differentiable in `r`
       and differentiable in `data`; traced values it closes over are differentiated like `data`.
     - `r`: the maximizer [n], with its active weights exactly at their bounds (as `project_capped_simplex`

@@ -66,6 +66,7 @@ def run_lanes(
     """Advance every lane of `carry` until `running` is false for all of them, `width` lanes at a time.
 
     **Arguments**:
+
     - `advance(carry, data)`: a bounded number of iterations of one lane (a lane that stopped is unchanged).
     - `carry`: the lanes' states, a pytree whose leaves have a leading lane axis N.
     - `lane_data`: per-lane inputs of `advance` (leading axis N), e.g. which target a lane fits.
