@@ -58,7 +58,8 @@ def mixinglaws() -> ReplayTable:
     tokens = 20000 * 2**20  # step 20k x 1M tokens per step
     return ReplayTable(
         r=train[mixture].to_numpy(float), size=train["nonembedding_params"].to_numpy(float),
-        y=train["loss"].to_numpy(float), cost=cj.experiments.flops(train["nonembedding_params"].to_numpy(float), tokens),
+        y=train["loss"].to_numpy(float),
+        cost=cj.experiments.flops(train["nonembedding_params"].to_numpy(float), tokens),
         r_test=test[mixture].to_numpy(float), y_test=test["loss"].to_numpy(float),
         size_test=float(test["nonembedding_params"].iloc[0]), names=tuple(mixture),
     )  # fmt: skip
