@@ -3,6 +3,7 @@ the checks on a saved result before a decision is drawn from it."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys  # noqa: F401
 import warnings
@@ -260,3 +261,34 @@ def read_table(args: Any, paths: Any = None, **overrides: Any) -> Any:
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     return data
+
+
+def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
+    """--weights: benchmark=w,... pairs, or a name of BENCHMARK_WEIGHTS (default balanced) restricted to the
+    pipeline's benchmarks."""
+    from ..mixture._objective import parse_weights
+    from ..mixture._pipeline import BENCHMARK_WEIGHTS
+
+    if args.weights and "=" in args.weights:
+        try:
+            weights = parse_weights(args.weights, "--weights")  # a name given twice is an error, not one copy
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        assert isinstance(weights, dict)  # "=" is in the text
+        unknown = sorted(set(weights) - set(saved.loss_laws))
+        if unknown:
+            raise UserError(
+                f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
+            )
+        return weights
+    name = (args.weights or "balanced").strip()
+    if name not in BENCHMARK_WEIGHTS:
+        raise UserError(f"unknown benchmark weights {name!r}: give one of {sorted(BENCHMARK_WEIGHTS)} or "
+                        "benchmark=w pairs")  # fmt: skip
+    weights = {b: w for b, w in BENCHMARK_WEIGHTS[name].items() if b in saved.loss_laws}
+    left_out = sorted(set(BENCHMARK_WEIGHTS[name]) - set(weights))
+    if not weights:
+        raise UserError(f"the pipeline has none of the {name} weights' benchmarks; give --weights benchmark=w,...")
+    if left_out:
+        print(f"note: the pipeline has no law for {left_out}; the {name} score uses the others")
+    return weights

@@ -302,7 +302,7 @@ def _batched_pipeline(saved: Any, args: argparse.Namespace) -> Any:
     if isinstance(saved, PipelineFit):
         return saved.pipelines
     if isinstance(saved, Pipeline) and saved.batch_shape:
-        from .optimize import _benchmark_weights
+        from ._common import _benchmark_weights
 
         with contextlib.redirect_stdout(io.StringIO()):  # its note was printed by the run itself
             weights = _benchmark_weights(saved, args)

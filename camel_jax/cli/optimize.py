@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import _export as export
 from ._common import (
     UserError,
+    _benchmark_weights,
     _check_decidable,
     _check_destination,
     _existing_file,
@@ -353,34 +354,3 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     )
     print(decision.line())
     return result
-
-
-def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]:
-    """--weights: benchmark=w,... pairs, or a name of BENCHMARK_WEIGHTS (default balanced) restricted to the
-    pipeline's benchmarks."""
-    from ..mixture._objective import parse_weights
-    from ..mixture._pipeline import BENCHMARK_WEIGHTS
-
-    if args.weights and "=" in args.weights:
-        try:
-            weights = parse_weights(args.weights, "--weights")  # a name given twice is an error, not one copy
-        except ValueError as error:
-            raise UserError(str(error)) from None
-        assert isinstance(weights, dict)  # "=" is in the text
-        unknown = sorted(set(weights) - set(saved.loss_laws))
-        if unknown:
-            raise UserError(
-                f"--weights names unknown benchmark(s) {unknown}; the pipeline has {sorted(saved.loss_laws)}"
-            )
-        return weights
-    name = (args.weights or "balanced").strip()
-    if name not in BENCHMARK_WEIGHTS:
-        raise UserError(f"unknown benchmark weights {name!r}: give one of {sorted(BENCHMARK_WEIGHTS)} or "
-                        "benchmark=w pairs")  # fmt: skip
-    weights = {b: w for b, w in BENCHMARK_WEIGHTS[name].items() if b in saved.loss_laws}
-    left_out = sorted(set(BENCHMARK_WEIGHTS[name]) - set(weights))
-    if not weights:
-        raise UserError(f"the pipeline has none of the {name} weights' benchmarks; give --weights benchmark=w,...")
-    if left_out:
-        print(f"note: the pipeline has no law for {left_out}; the {name} score uses the others")
-    return weights

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ._common import UserError, _check_destination, _read_csv, _write_outputs
+from ._names import DeferredModule
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = DeferredModule("numpy")  # imported when work starts: `--help` stays fast
 
 # The columns `predict` adds to the rows (a fit of several targets read from a wide table: one of each per target).
 PREDICTION_COLUMNS = ("predicted", "lower", "upper")
