@@ -256,7 +256,8 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
     if args.resamples == 0:
         return None
     warm = _best_starts(result)
-    boot = bootstrap(result.law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True)
+    boot = bootstrap(result.law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True,
+                     options=result.fit_options)
     out["intervals_95"] = {
         k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
     }

@@ -138,5 +138,5 @@ def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any) -> tuple[Any, f
     noise = float(np.sqrt(np.average(residual**2, weights=np.asarray(saved.weights))))
     warm = _best_starts(saved)
     boot = bootstrap(saved.law, saved.inputs, saved.y, key=key, n_resamples=args.resamples, inits=warm,
-                     weights=saved.weights, progress=False)  # fmt: skip
+                     weights=saved.weights, progress=False, options=saved.fit_options)  # fmt: skip
     return boot, noise if args.noise is None else args.noise
