@@ -49,7 +49,7 @@ def test_leave_one_out_matches_exact_refits(fitted):
     base = float(result.predict(*AT)[0])
     exact = []
     for p in range(P):
-        refit = cj.fit_arrays(law, inputs, y, _without(P, p), key=KEY, inits=warm, options=OPTIONS)
+        refit = cj.fit_arrays(law, inputs, y, weights=_without(P, p), key=KEY, inits=warm, options=OPTIONS)
         assert cj.Status(int(refit.best_status)).is_converged
         exact.append(float(refit.predict(*AT)[0]) - base)
     exact = np.array(exact)
@@ -122,7 +122,7 @@ def test_influence_is_the_derivative_of_the_fit(fitted):
     warm = jax.tree.map(lambda a: a[None], result.law)
 
     def alpha_and_prediction(log_y, w):
-        fit = cj.fit_arrays(law, inputs, jnp.exp(log_y), w, key=KEY, inits=warm, options=OPTIONS)
+        fit = cj.fit_arrays(law, inputs, jnp.exp(log_y), weights=w, key=KEY, inits=warm, options=OPTIONS)
         return jnp.stack([fit.law.params()["alpha"], fit.law(*AT)[0]])
 
     by_log_y, by_weight = jax.jacrev(alpha_and_prediction, argnums=(0, 1))(jnp.log(y), jnp.ones_like(y))
