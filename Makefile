@@ -14,8 +14,10 @@ $(BIN)/camel-jax: pyproject.toml
 demo: $(BIN)/camel-jax
 	$(BIN)/camel-jax demo
 
+# the suite first, then the notebooks at CI size as a step of their own (issue 57)
 test: $(BIN)/camel-jax typecheck docs
-	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load --durations=15
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load --durations=15 --deselect tests/test_notebooks.py
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist load --durations=5 tests/test_notebooks.py
 
 test-all: $(BIN)/camel-jax
 	$(BIN)/python -m pytest -q

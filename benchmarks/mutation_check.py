@@ -165,6 +165,13 @@ MUTATIONS = [
         "verdict=VERDICTS[0] if reason else VERDICTS[1],",
         ("tests/test_calibrate.py::test_optimal_mixture_gives_the_verdict_for_a_reference",),
     ),
+    Mutation(
+        "influence-hessian-band-10x",
+        "camel_jax/fitting/_influence.py",
+        "share = jnp.where((jnp.abs(r) <= options.delta) & (weights > 0), weights, 0.0)",
+        "share = jnp.where((jnp.abs(r) <= 10 * options.delta) & (weights > 0), weights, 0.0)",
+        ("tests/test_influence.py::test_leave_one_out_values_match_exact_refits_with_the_band_at_the_noise_scale",),
+    ),
 ]
 
 

@@ -69,3 +69,32 @@ def renamed_attributes(module: str, namespace: Mapping[str, Any], renames: Mappi
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def keyword_only(*names: str) -> Callable[[F], F]:
+    """A decorator for arguments that became keyword-only: positional values beyond the function's own positional
+    parameters are passed on as `names`, in order, with a warning (`fit_arrays(law, inputs, y, weights)` ->
+    `fit_arrays(law, inputs, y, weights=weights)`, issue 57). Giving one both ways is a `TypeError`."""
+
+    def decorate(function: F) -> F:
+        n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                           for p in inspect.signature(function).parameters.values())  # fmt: skip
+
+        @functools.wraps(function)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            extra = args[n_positional:]
+            if not extra:
+                return function(*args, **kwargs)
+            if len(extra) > len(names):
+                raise TypeError(f"{function.__name__}() takes {n_positional} positional arguments; pass the rest by "
+                                f"keyword ({', '.join(names)}, key=..., ...)")  # fmt: skip
+            for name, value in zip(names, extra):
+                if name in kwargs:
+                    raise TypeError(f"{function.__name__}() got `{name}` both by position and by keyword")
+                warn_renamed(f"{function.__name__}(..., {name}) by position", f"{function.__name__}(..., {name}=...)")
+                kwargs[name] = value
+            return function(*args[:n_positional], **kwargs)
+
+        return forward  # type: ignore[return-value]
+
+    return decorate

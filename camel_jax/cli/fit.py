@@ -436,7 +436,8 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
     groups = None if table.data is None else table.data.group  # checkpoints of one run: resampled together
     law = result.law if result.n_targets is None else jax.tree.map(lambda leaf: leaf[0], result.law)  # a template
     boot = bootstrap(law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True,
-                     weights=table.weight, groups=groups, names=result.names, targets=result.targets)  # fmt: skip
+                     weights=table.weight, groups=groups, names=result.names, targets=result.targets,
+                     options=result.fit_options)  # fmt: skip
     out["intervals_95"] = {
         k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in boot.interval(0.95).items()
     }

@@ -271,7 +271,7 @@ def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any, weights: Any = 
         noise = float(np.sqrt(np.average(residual**2, weights=fitted_weights)))
         warm = _best_starts(saved)
         boot = bootstrap(saved.law, saved.inputs, saved.y, key=key, n_resamples=args.resamples, inits=warm,
-                         weights=saved.weights, progress=False)  # fmt: skip
+                         weights=saved.weights, progress=False, options=saved.fit_options)  # fmt: skip
         return boot, noise if args.noise is None else args.noise
     # several targets: the objective's residual is the weighted sum of the targets'
     objective_residual = np.asarray(weights) @ np.where(fitted_weights > 0, residual, 0.0)
@@ -282,7 +282,7 @@ def _ensemble_of(args: argparse.Namespace, saved: Any, key: Any, weights: Any = 
         one = jax.tree.map(lambda leaf, t=t: leaf[t], warm)
         boot = bootstrap(jax.tree.map(lambda leaf, t=t: leaf[t], saved.law), saved.inputs, y[t], key=key,
                          n_resamples=args.resamples, inits=one, weights=fitted_weights[t], resamples=resamples,
-                         progress=False)  # fmt: skip
+                         progress=False, options=saved.fit_options)  # fmt: skip
         resamples = boot.resamples
         laws.append(boot.laws)
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves, axis=1), *laws)  # [B, T, ...]

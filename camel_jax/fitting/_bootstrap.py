@@ -10,6 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, ArrayLike, Float, Int
 
@@ -18,6 +19,7 @@ from .._warn import user_stacklevel
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_names, check_targets
 from ..solver._options import FitOptions, Status
+from ..solver._shard import LANE_AXIS, lane_mesh
 from ._fit import (
     FitResult,
     FitWarning,
@@ -32,6 +34,7 @@ from ._fit import (
     solve_targets,
     start_bytes,
     starts_side_by_side,
+    warm_from_fit,
 )
 from ._identify import paper_params
 from ._io import MixtureData
@@ -206,19 +209,22 @@ def bootstrap(
     - `n_resamples`: B, the number of resamples (ignored when `resamples` is given).
     - `restarts`: random starts per resample when no `inits` are given.
     - `inits`: a batched law used as the starts of every resample (e.g. `fit(...).laws` or its best few);
-      warm starts make thousands of resamples cheap.
+      warm starts make thousands of resamples cheap. Or the `FitResult` itself: its 4 best starts
+      (`FitResult.best_laws`), and its own `FitOptions` when `options` is None.
+      (A warm-started bootstrap of a fit of T targets: bootstrap each target, `one_target`.)
     - `groups`, `strata`: resample whole groups (e.g. one code per run), within strata (e.g. the model size); see
       `resample_weights`.
     - `resamples`: explicit resample weights [B, P] (e.g. `other_result.resamples`), overriding the draw.
     - `weights`: per-point weights [P] (or [T, P] for T targets) multiplied into every resample (e.g. `data.weight`).
     - `chunk_size`: resamples per compiled call (default: from the memory budget); `devices`: to shard over
       (default: all local devices); `progress`: show a progress bar over the chunks.
-    - `options`: a `FitOptions`, as for `fit`.
+    - `options`: a `FitOptions`, as for `fit` (default: the fit's own when `inits` is a `FitResult`).
     - `names`, `targets`: the mixture column and target names, kept in the result (default: from a `MixtureData`).
 
     **Returns**: a `BootstrapResult` with every resample's best law, objective and status, and the resample
     weights it used.
     """
+    inits, options = warm_from_fit(inits, options)
     options = resolve_options(options, law)
     check_key(key)
     count(restarts, "restarts")
@@ -313,8 +319,7 @@ class _Plan(eqx.Module):
         else:
             chunk = int(chunk_size)
         chunk = -(-chunk // len(devices)) * len(devices)
-        mesh = Mesh(np.array(devices), ("resample",)) if len(devices) > 1 else None
-        return cls(chunk, -(-B // chunk), mesh)
+        return cls(chunk, -(-B // chunk), lane_mesh(devices))
 
     def piece(self, array: Array, c: int) -> Array:
         """Chunk `c` of a per-resample array, padded with copies of its first row to a full chunk and sharded."""
@@ -322,7 +327,7 @@ class _Plan(eqx.Module):
         if part.shape[0] < self.chunk:
             part = jnp.concatenate([part, jnp.broadcast_to(part[:1], (self.chunk - part.shape[0],) + part.shape[1:])])
         if self.mesh is not None:
-            part = jax.device_put(part, NamedSharding(self.mesh, PartitionSpec("resample")))
+            part = jax.device_put(part, NamedSharding(self.mesh, PartitionSpec(LANE_AXIS)))
         return part
 
 
@@ -350,14 +355,15 @@ def _run_chunks(pieces, plan, W, keys, starts, chunk_args, progress) -> None:
     B = W.shape[0]
     arrays, y, target_weights, options = chunk_args
     for c in range(plan.n_chunks):
-        out = _bootstrap_chunk(starts, plan.piece(keys, c), arrays, y, target_weights, plan.piece(W, c), options)
-        pieces.append(jax.device_get(out))
+        out = _bootstrap_chunk(starts, plan.piece(keys, c), arrays, y, target_weights, plan.piece(W, c), options,
+                               plan.mesh)  # fmt: skip
+        pieces.append(_to_host(out))
         if progress:
             _progress(c + 1, plan.n_chunks, min((c + 1) * plan.chunk, B), B)
 
 
 @eqx.filter_jit
-def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options) -> _Best:
+def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options, mesh=None) -> _Best:
     """One chunk of resamples of T targets (y [T, P]): each (resample, target) is a fit from its own starts, its
     best start kept. The starts of all of them are lanes of one solve (`solve_targets` with a lane set per
     resample and target), so that the lanes that finish are set aside together and the chunk's time follows its
@@ -375,7 +381,7 @@ def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options) -> _Be
     lanes_starts = eqx.combine(jax.tree.map(spread, params), static)
     Y = jnp.broadcast_to(y[None], (C, T, P)).reshape(C * T, P)
     Wt = (W[:, None, :] * target_weights[None]).reshape(C * T, P)
-    lanes = solve_targets(lanes_starts, inputs, Y, Wt, options, per_target=True)
+    lanes = solve_targets(lanes_starts, inputs, Y, Wt, options, per_target=True, mesh=mesh)
     best = _Best(
         lanes.law,
         lanes.take_best(lanes.objectives),
@@ -384,6 +390,14 @@ def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options) -> _Be
         lanes.take_best(lanes.status),
     )
     return jax.tree.map(lambda leaf: leaf.reshape((C, T) + leaf.shape[1:]), best)
+
+
+def _to_host(out: Any) -> Any:
+    """A chunk's results as NumPy arrays; across processes (`jax.distributed`, a mesh over `jax.devices()`), each
+    process gathers every process's resamples, so that every process returns the whole result."""
+    if all(getattr(leaf, "is_fully_addressable", True) for leaf in jax.tree.leaves(out)):
+        return jax.device_get(out)
+    return multihost_utils.process_allgather(out, tiled=True)
 
 
 # Working memory a bootstrap chunk may take when `chunk_size=None` (the process's own, about 250 MB, comes on top).

@@ -60,7 +60,7 @@ from jaxtyping import Array, ArrayLike
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import DESIGN_WARNINGS
 from ..solver._options import FitOptions
-from ._fit import fit, from_data, resolve_options
+from ._fit import FitResult, fit, from_data, resolve_options
 from ._io import MixtureData
 from ._resample import resample_weights
 
@@ -178,7 +178,8 @@ def calibrate(
       well-specified law's error: in the tests, a fold of a true CAMEL on 3 sizes erred by 2x its own bootstrap
       spread).
     - `restarts`: random starts per fit when no `inits` are given; `inits`: warm starts (e.g. the full-data
-      `fit(...).law`, batched over targets for [T, P]).
+      `fit(...).law`, batched over targets for [T, P]), or the full-data `FitResult` itself: its best law, and
+      its own `FitOptions` when `options` is None.
     - `weights`: [P] or [T, P] (0 leaves a point out, e.g. a missing loss); `groups`, `strata`: as for
       `bootstrap`; `options`: a `FitOptions`, as for `fit`.
     - `pool`: for targets [T, P], one pair of kappas for all targets, estimated from every target's held-out cells
@@ -211,6 +212,8 @@ def calibrate_folds(
 ) -> tuple[Calibration, HeldOut]:
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
     calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
+    if isinstance(inits, FitResult):  # the fit's own best law and options (issue 57)
+        inits, options = inits.law, inits.fit_options if options is None else options
     options = resolve_options(options, law)
     if groups is None and isinstance(inputs, MixtureData):
         groups = inputs.group

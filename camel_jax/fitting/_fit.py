@@ -19,8 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
+from jax.sharding import Mesh
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from .._deprecated import keyword_only
 from .._warn import user_stacklevel
 from ..laws._base import UNCONVERGED_HINT, count
 from ..solver import _lbfgs as lbfgs
@@ -40,6 +42,7 @@ from ..solver._lanes import lane_width, polish_width, run_lanes
 from ..solver._lbfgs import Solution
 from ..solver._options import FitOptions, Status
 from ..solver._residuals import fit_residuals
+from ..solver._shard import across_devices, lane_mesh, padded
 from ._identify import Identifiability, identifiability, paper_params
 
 
@@ -140,6 +143,9 @@ class FitResult(eqx.Module):
       attached), kept so that bands and verdicts (`prediction_band`, `decide_loss`) need no refit, and saved with
       the fit; `calibration`: its extrapolation error past the largest trained size (a `Calibration`; None unless
       attached).
+    - `options`: the `FitOptions` the fit ran with (its objective and solver), so that whatever rereads the fit
+      (`influence`, `fit_derivative_status`, a warm-started bootstrap, a calibration, a saved file) uses the same
+      objective by default (`fit_options`). None only for a result built by hand or read from an old file.
     """
 
     law: Any
@@ -159,6 +165,13 @@ class FitResult(eqx.Module):
     targets: tuple[str, ...] | None = eqx.field(static=True, default=None)  # the target names, when known
     bootstrap: Any = None  # a BootstrapResult (fitting/_bootstrap imports this module)
     calibration: Any = None  # a Calibration
+    options: FitOptions | None = eqx.field(static=True, default=None)  # how the fit was made (issue 57)
+
+    @property
+    def fit_options(self) -> FitOptions:
+        """The `FitOptions` this fit ran with: `options`, or for a result that does not record them (built by hand,
+        read from a file written before they were saved) `FitOptions()` with the result's residuals."""
+        return self.options if self.options is not None else FitOptions(log_residuals=self.log_residuals)
 
     @property
     def n_targets(self) -> int | None:
@@ -464,13 +477,15 @@ class Lanes(eqx.Module):
 
 
 # --- issue 32: implicit derivatives of a fit (the one hook; re-apply after reworking the solver) ---------------
-def _solve_and_differentiate(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions) -> Lanes:
+def _solve_and_differentiate(
+    starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions, mesh: Mesh | None = None
+) -> Lanes:
     """Optimize the starts [T, R] of T targets: L-BFGS from each start, then a damped-Newton finish of every start;
     derivatives by the implicit function theorem at each start's optimum (`_implicit`), never through the solver's
-    loops, which see constants."""
+    loops, which see constants. `mesh`: the devices the lanes are spread over (`solver._shard`; None: one)."""
     params, structure = eqx.partition(starts, eqx.is_array)
     constant = jax.lax.stop_gradient((params, inputs, Y, W))
-    solved = _solve_lanes(eqx.combine(constant[0], structure), *constant[1:], options)
+    solved = _solve_lanes(eqx.combine(constant[0], structure), *constant[1:], options, mesh)
     return jax.vmap(lambda lanes, y, w: differentiable_lanes(lanes, inputs, y, w, options))(solved, Y, W)
 
 
@@ -507,10 +522,13 @@ ROUND_STEPS = 50
 ROUND_NEWTON_STEPS = 4
 
 
-def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions) -> Lanes:
+def _solve_lanes(
+    starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions, mesh: Mesh | None = None
+) -> Lanes:
     """Optimize the starts [T, R] (a batched law) of T targets (rows of Y, W): L-BFGS from each start, then a
     damped-Newton finish of every start, whose status is the start's (see `_newton`). The T x R starts are lanes
-    of one solve, so that the finished lanes of every target are set aside together (`solver._lanes`)."""
+    of one solve, so that the finished lanes of every target are set aside together (`solver._lanes`); with a
+    `mesh`, each device solves its share of the lanes on its own (`solver._shard.across_devices`)."""
     params, static = eqx.partition(starts, eqx.is_array)
     _, unravel = ravel_pytree(jax.tree.map(lambda leaf: leaf[0, 0], params))
     flat = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(params)  # [T, R, d]
@@ -527,12 +545,19 @@ def _solve_lanes(starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, opt
     # each lane carries its target's data: rows of Y and W repeated per start, and the target's tolerance
     tol = jax.vmap(options.gradient_tolerance)(W)
     data = tuple(jnp.repeat(a, R, axis=0) for a in (Y, W, tol))
-    width = lane_width(T * R, starts_side_by_side(Y.shape[-1], flat.dtype.itemsize), options.lanes)
-    solution = _in_lanes(lbfgs, loss, flat.reshape(T * R, d), data, width, ROUND_STEPS, options.max_steps,
-                         handoff=options.handoff_tolerance(flat.dtype))  # fmt: skip
+    per_device = padded(T * R, mesh) // (1 if mesh is None else mesh.size)
+    width = lane_width(per_device, starts_side_by_side(Y.shape[-1], flat.dtype.itemsize), options.lanes)
+    handoff = options.handoff_tolerance(flat.dtype)
+    solution = across_devices(
+        lambda X, data: _in_lanes(lbfgs, loss, X, data, width, ROUND_STEPS, options.max_steps, handoff=handoff),
+        mesh, flat.reshape(T * R, d), data,
+    )  # fmt: skip
     if options.polish > 0:
-        newton_width = polish_width(T * R, width, options.lanes)
-        solution = _finish(loss, solution, data, options.polish, Y.shape[-1], newton_width)
+        newton_width = polish_width(per_device, width, options.lanes)
+        solution = across_devices(
+            lambda solution, data: _finish(loss, solution, data, options.polish, Y.shape[-1], newton_width),
+            mesh, solution, data,
+        )  # fmt: skip
     solution = jax.tree.map(lambda leaf: leaf.reshape((T, R) + leaf.shape[1:]), solution)
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
     best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf), axis=-1)
@@ -609,16 +634,23 @@ def starts_compiled(template: Any, key: Array, restarts: int) -> Any:
 
 
 def solve_targets(
-    starts: Any, inputs: tuple[Array, ...], Y: Array, W: Array, options: FitOptions, *, per_target: bool = False
+    starts: Any,
+    inputs: tuple[Array, ...],
+    Y: Array,
+    W: Array,
+    options: FitOptions,
+    *,
+    per_target: bool = False,
+    mesh: Mesh | None = None,
 ) -> Lanes:
     """Fit T targets (rows of Y, W) from `starts`: a batched law [R] shared by every target, or, with `per_target`,
     [T, R] (each target its own starts). Pure and traceable: `fit_arrays`, `bootstrap` and the extrapolation
-    protocol all compile this function."""
+    protocol all compile this function. `mesh`: the devices the T x R lanes are spread over (`solver._shard`)."""
     if not per_target:
         params, static = eqx.partition(starts, eqx.is_array)
         shared = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (Y.shape[0],) + leaf.shape), params)
         starts = eqx.combine(shared, static)
-    return _solve_and_differentiate(starts, inputs, Y, W, options)
+    return _solve_and_differentiate(starts, inputs, Y, W, options, mesh)
 
 
 def batch_axes(law: Any, batched: Any) -> int:
@@ -650,13 +682,14 @@ def _checked(arrays: tuple[Array, ...], Y: Array, W: Array, options: FitOptions,
     return arrays, Y, W
 
 
+@keyword_only("weights")
 def fit_arrays(
     law: Any,
     inputs: Sequence[ArrayLike],
     y: ArrayLike,
-    weights: ArrayLike | None = None,
     *,
     key: Array,
+    weights: ArrayLike | None = None,
     restarts: int = 64,
     inits: Any = None,
     options: FitOptions = FitOptions(),
@@ -686,7 +719,8 @@ def fit_arrays(
     **Arguments** (as `fit`'s):
 
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
-    - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1.
+    - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1; keyword-only, as in `fit` (by position it
+      still works, with a `DeprecationWarning`, for one release).
     - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead.
     - `options`: a `FitOptions` (not None); `names`: the mixture columns of `inputs[0]`, kept in the result;
       `targets`: the names of the targets, kept in the result. `inputs` may be a `MixtureData` (see `fit`).
@@ -701,7 +735,8 @@ def fit_arrays(
     targets = check_target_names(targets, np.shape(y))
     if inits is None:
         law = data_template(law, inputs, y)
-    result = _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options)
+    result = _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options,
+                             mesh=lane_mesh())  # fmt: skip
     return dataclasses.replace(result, names=names, targets=targets)
 
 
@@ -759,8 +794,8 @@ def check_used_datasets(law: Any, arrays: tuple[Array, ...], names: tuple[str, .
 
 
 @eqx.filter_jit
-def _fit_arrays_jit(law, inputs, y, weights, *, key, restarts, inits, options) -> FitResult:
-    return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=True)
+def _fit_arrays_jit(law, inputs, y, weights, *, key, restarts, inits, options, mesh=None) -> FitResult:
+    return _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values=True, mesh=mesh)
 
 
 def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
@@ -790,17 +825,18 @@ def data_template(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
 
 @eqx.filter_jit
 def fit_compiled(
-    law: Any, inputs: tuple[Array, ...], y: Array, weights: Array, inits: Any, options: FitOptions
+    law: Any, inputs: tuple[Array, ...], y: Array, weights: Array, inits: Any, options: FitOptions,
+    mesh: Mesh | None = None,
 ) -> FitResult:  # fmt: skip
     """`fit_arrays` from given starts (`inits`) and without the run-time value checks, for callers that drew the
-    starts and made the checks on the host (`fit`).
+    starts and made the checks on the host (`fit`); the starts' lanes spread over `mesh` (`solver._shard`).
 
     `eqx.error_if` compiles to a host callback, and JAX's persistent compilation cache does not store programs
     with host callbacks: this program, the one `fit` runs, is stored, so a second process reuses it."""
-    return _fit_lanes(law, inputs, y, weights, None, 1, inits, options, check_values=False)
+    return _fit_lanes(law, inputs, y, weights, None, 1, inits, options, check_values=False, mesh=mesh)
 
 
-def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values: bool) -> FitResult:
+def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_values: bool, mesh=None) -> FitResult:
     arrays = tuple(jnp.asarray(x) for x in inputs)
     Y = jnp.asarray(y)
     if not jnp.issubdtype(Y.dtype, jnp.floating):
@@ -811,7 +847,7 @@ def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_val
     starts = random_starts(law, key, restarts) if inits is None else inits
     per_target = inits is not None and batch_axes(law, inits) == 2
     Yb, Wb = (Y[None], W[None]) if single else (Y, W)
-    lanes = solve_targets(starts, arrays, Yb, Wb, options, per_target=per_target)
+    lanes = solve_targets(starts, arrays, Yb, Wb, options, per_target=per_target, mesh=mesh)
     if single:
         lanes = jax.tree.map(lambda leaf: leaf[0], lanes)
     return FitResult(
@@ -828,6 +864,7 @@ def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_val
         y=Y,
         weights=W,
         log_residuals=options.log_residuals,
+        options=options,
     )
 
 
@@ -857,6 +894,18 @@ def _refuse_traced(arguments: Any) -> None:
         )
 
 
+def warm_from_fit(inits: Any, options: FitOptions | None, k: int = 4) -> tuple[Any, FitOptions | None]:
+    """`(inits, options)` for a refit (bootstrap, calibration) given `inits`: a `FitResult` gives its `k` best
+    starts (`best_laws`) and, when `options` is None, the options it was fitted with; anything else is returned
+    as it is."""
+    if not isinstance(inits, FitResult):
+        return inits, options
+    if inits.n_targets is not None:
+        raise ValueError("`inits` is a fit of several targets: warm-start from one target's fit (or pass `.laws`)")
+    n_starts = int(np.shape(inits.objectives)[-1])
+    return inits.best_laws(min(k, n_starts)), inits.fit_options if options is None else options
+
+
 def _check_starts(law: Any, inits: Any, Y: Array) -> None:
     check_inits(law, inits)
     if batch_axes(law, inits) == 2:
@@ -882,6 +931,7 @@ def fit(
     names: Sequence[str] | None = None,
     targets: Sequence[str] | None = None,
     keep_unused: bool = False,
+    devices: Sequence[jax.Device] | None = None,
 ) -> FitResult:
     """Fit a law by multi-start L-BFGS on a weighted Huber loss of (log) residuals.
 
@@ -906,6 +956,8 @@ def fit(
       (`FitResult.targets`) and its saved file. Default None.
     - `keep_unused`: fit a mixture law even when a dataset is zero in every run (by default refused, naming it:
       no run measures its effect, and the law would extrapolate it freely).
+    - `devices`: the devices the starts (times the targets) are spread over, each solving its share on its own
+      (default: every local device; see `bootstrap`). The answer equals one device's to ~1e-14 in the objective.
 
     **Returns**: a `FitResult`. Calling again with the same shapes and options reuses the compiled program
     (`fit_arrays`' solver; `fit` adds checks that name the offending row, and design warnings).
@@ -934,7 +986,7 @@ def fit(
     # without run-time checks runs (and can be cached on disk).
     if inits is None:
         inits = starts_compiled(law, key, restarts)
-    result = fit_compiled(law, arrays, Y, W, inits, options)
+    result = fit_compiled(law, arrays, Y, W, inits, options, lane_mesh(devices))
     result = dataclasses.replace(result, names=names, targets=targets)
     problems = result.problems()
     best, unconverged = result._unconverged()

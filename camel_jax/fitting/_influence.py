@@ -152,12 +152,12 @@ def fit_derivative_status(result: FitResult, options: FitOptions | None = None) 
     **Arguments**:
 
     - `result`: a `FitResult` of one target.
-    - `options`: the fit's own `FitOptions` (default `FitOptions()` with the result's residuals).
+    - `options`: the objective to differentiate (default: the fit's own, `result.fit_options`).
 
     **Returns**: a `DerivativeStatus`.
     """
     law, converged = _best_start(result)
-    options = FitOptions(log_residuals=result.log_residuals) if options is None else options
+    options = result.fit_options if options is None else options
     return DerivativeStatus(int(_status_of(law, result.inputs, result.y, result.weights, converged, options)))
 
 
@@ -181,12 +181,13 @@ def influence(
     - `result`: a `FitResult` of one target (y [P]).
     - `at`: inputs at which to predict, as the law takes them (e.g. `(mixtures [Q, n], sizes [Q])`, the target
       size); None for the parameters only.
-    - `options`: the `FitOptions` the fit used (its objective is differentiated; default `FitOptions()`).
+    - `options`: the objective to differentiate (default: the fit's own, `result.fit_options`, which is what
+      the fit minimized; give others only to ask about another objective).
 
     **Returns**: an `Influence` (use `.table()` for a DataFrame per run). Costs one Hessian, one d x P
     Jacobian and one d x d eigendecomposition: no refit.
     """
-    options = FitOptions(log_residuals=result.log_residuals) if options is None else options
+    options = result.fit_options if options is None else options
     if options.log_residuals != result.log_residuals:
         raise ValueError("`options.log_residuals` must match the fit's (`result.log_residuals`)")
     law, converged = _best_start(result)

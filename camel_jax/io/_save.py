@@ -37,6 +37,7 @@ from ..fitting._fit import FitResult
 from ..laws import CAMEL, DML, CAMELData, Chinchilla, LogLinear, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
 from ..laws._legacy import legacy_layouts, upgrade
 from ..mixture._pipeline import Pipeline, PipelineFit
+from ..solver._options import FitOptions
 
 # 2: CAMEL's and CAMELData's well-posed coordinates (issue 29; version-1 files are converted on load,
 # laws/_legacy.py); a FitResult records its mixture column names (`names`), a Pipeline its `datasets` (None in
@@ -265,7 +266,7 @@ def _fit_meta(fit: FitResult, known: dict[str, type]) -> dict[str, Any]:
     names = None if fit.names is None else [str(name) for name in fit.names]
     targets = None if fit.targets is None else [str(name) for name in fit.targets]
     meta = {"law": _law_descriptor(fit.law, known), "n_inputs": len(fit.inputs), "log_residuals": fit.log_residuals,
-            "names": names, "targets": targets}  # fmt: skip
+            "names": names, "targets": targets, "options": _options_meta(fit.options)}  # fmt: skip
     # optional (absent in files written before them, and then None): the fit's bootstrap and calibration
     if fit.bootstrap is not None:
         meta["bootstrap"] = {"law": _law_descriptor(fit.bootstrap.laws, known),
@@ -273,6 +274,33 @@ def _fit_meta(fit: FitResult, known: dict[str, type]) -> dict[str, Any]:
     if fit.calibration is not None:
         meta["calibration"] = _calibration_meta(fit.calibration)
     return meta
+
+
+# The fields of a FitOptions a file keeps (issue 57): all but `penalty`, a function, which no file can hold (a fit
+# with a penalty is saved without its options; pass them again to whatever rereads it).
+_SAVED_OPTIONS = ("max_steps", "tol", "polish", "delta", "log_residuals", "reduction", "prescreen", "lanes")
+
+
+def _options_meta(options: FitOptions | None) -> dict[str, Any] | None:
+    if options is None or options.penalty is not None:
+        return None
+    return {name: getattr(options, name) for name in _SAVED_OPTIONS}
+
+
+def _options_from(value: Any, where: str, log_residuals: bool) -> FitOptions | None:
+    """A fit's `FitOptions` from a file: None where it recorded none (files before issue 57, fits with a penalty),
+    otherwise checked as `FitOptions` checks its fields."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= set(_SAVED_OPTIONS):
+        raise ValueError(f"{where}: options must be a mapping of {', '.join(_SAVED_OPTIONS)}")
+    try:
+        options = FitOptions(**value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: invalid options: {error}") from None
+    if options.log_residuals != log_residuals:
+        raise ValueError(f"{where}: options.log_residuals disagrees with log_residuals")
+    return options
 
 
 def _fit_hash(fit: FitResult) -> str:
@@ -469,6 +497,7 @@ def _fit_skeleton(meta: Any, where: str, known: dict[str, type]) -> FitResult:
         targets=_names(meta.get("targets"), f"{where}: targets"),  # absent (None) in files written before it
         bootstrap=boot,
         calibration=cal,
+        options=_options_from(meta.get("options"), where, meta["log_residuals"]),
     )
 
 

@@ -134,15 +134,15 @@ def pick_influence(
     - `reference`: the mixture the pick is compared with (the gain's columns), or None.
     - `mixture`: the `optimal_mixture(fit.pipeline, ...)` result, if already computed; else it is computed here
       with `restarts`, `lower`, `upper` and `max_shift` (a trust region around `reference`).
-    - `options`: the `FitOptions` the proxy-loss laws were fitted with (default `FitOptions()` with the fit's
-      residuals, which is `PROXY_OPTIONS`).
+    - `options`: the objective the proxy-loss laws are differentiated in (default: the one they were fitted with,
+      `fit.loss_fit.fit_options`).
 
     **Returns**: a `PickInfluence` (`.table()`, `.deciding_runs()`, `influence_text`). Costs one Hessian per
     benchmark law and one Jacobian of the mixture's KKT map: no refit, no new ascent.
     """
     result = fit.loss_fit
     pipeline = fit.pipeline
-    options = FitOptions(log_residuals=result.log_residuals) if options is None else options
+    options = result.fit_options if options is None else options
     if options.log_residuals != result.log_residuals:
         raise ValueError("`options.log_residuals` must match the fit's (`fit.loss_fit.log_residuals`)")
     benchmarks = [b for b, _ in pipeline.benchmark_weights]

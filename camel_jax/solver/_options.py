@@ -18,7 +18,8 @@ from jaxtyping import Array
 
 
 class Status(enum.IntEnum):
-    """How one start (one lane of the vmapped solver) ended."""
+    """How one start (one lane of the vmapped solver) ended: an integer code (`FitResult.status` holds them) that
+    prints as its name (`str(Status.CONVERGED)` is "Status.CONVERGED"; `Status(3)` names a code)."""
 
     RUNNING = 0
     CONVERGED = 1  # first-order conditions: the gradient's inf-norm <= tol
@@ -26,6 +27,13 @@ class Status(enum.IntEnum):
     NONFINITE = 3  # the start (or every trial from it) was not finite
     MAX_STEPS = 4  # the step cap ended it
     SLOW = 5  # L-BFGS's relative decrease fell below its hand-off tolerance before the gradient met `tol`
+
+    def __str__(self) -> str:
+        # An IntEnum prints as its number ("3") since Python 3.11; a status names itself (issue 57)
+        return f"Status.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec) if not spec or spec[-1] not in "dxXobn" else format(int(self), spec)
 
     @property
     def label(self) -> str:
