@@ -90,6 +90,7 @@ def check_worlds(outcomes: list[dict]) -> None:
     assert len(taken) >= len(above) / 2, (len(taken), len(above))
 
 
+@pytest.mark.slow  # ~2 CPU-minutes of compiling and fitting: past the suite's budget (the 12-world version too)
 def test_loss_decisions_in_three_worlds(worlds):
     check_worlds([worlds(i) for i in range(3)])
 
