@@ -111,7 +111,6 @@ def read_rows(df: Any, columns: dict[str, Any], saved: Any, where: str) -> tuple
 
 
 def run(args: argparse.Namespace) -> None:
-    import pandas as pd
 
     from ..fitting._fit import FitResult
     from ..io._save import load
@@ -152,12 +151,7 @@ def run(args: argparse.Namespace) -> None:
         for t, name in enumerate(names):
             for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
                 out[f"{column}_{name}"] = values[t]
-    if args.out:
-        _write_outputs({Path(args.out): lambda f: out.to_csv(f, index=False)})
-        print(f"wrote {args.out} ({len(out)} rows)")
-    else:
-        with pd.option_context("display.width", 160, "display.max_columns", 12):
-            print(out.head(10).to_string())
+    _write_or_show(out, args.out)
 
 
 def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) -> None:
@@ -198,9 +192,16 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
     _held_out(out, out[column].to_numpy(float), args.level, saved.calibration is not None)
-    if args.out:
-        _write_outputs({Path(args.out): lambda f: out.to_csv(f, index=False)})
-        print(f"wrote {args.out} ({len(out)} rows)")
+    _write_or_show(out, args.out)
+
+
+def _write_or_show(out: Any, path: str | None) -> None:
+    """The predictions to `path` (all or nothing), or their first rows on the screen without --out."""
+    import pandas as pd
+
+    if path:
+        _write_outputs({Path(path): lambda f: out.to_csv(f, index=False)})
+        print(f"wrote {path} ({len(out)} rows)")
     else:
         with pd.option_context("display.width", 160, "display.max_columns", 12):
             print(out.head(10).to_string())
