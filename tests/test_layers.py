@@ -16,6 +16,8 @@ LAYERS = {
     "_version": BASE,
     "_deprecated": BASE,  # old names forwarded for one release (issue 33), used by every layer
     "_warn": BASE,  # warnings that name the caller's line, used by every layer
+    "_progress": BASE,  # the one progress bar (bootstrap, law selection)
+    "_lazy": BASE,  # the package's names imported on first use (`import camel_jax` imports no JAX)
     "solver": SOLVER,  # options and status codes, input checks, L-BFGS, the Newton finish, the implicit adjoint
     "fitting": FITTING,  # data containers, objective, fit, bootstrap, identifiability, calibration, influence
     "data": FITTING,  # the reader of users' tables (read_runs); beside the containers in fitting/_io.py for now
