@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> None:
     import jax
     import pandas as pd
 
-    from ..experiments._design import STRATEGIES, active_params, sample_design, size_units
+    from ..experiments._design import STRATEGIES, sample_design
 
     if args.strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {args.strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -70,35 +70,7 @@ def run(args: argparse.Namespace) -> None:
         tokens = context.tokens_at(sizes)
         print("tokens per run: the fitted runs' tokens-for-size line (" + ", ".join(
             f"{s:g}: {t:.3g}" for s, t in zip(sizes, tokens)) + "); --tokens sets one count for every run")  # fmt: skip
-    if args.costs:
-        costs = np.asarray(_floats(args.costs, "costs"))
-        if costs.shape != sizes.shape:
-            raise UserError(f"--costs needs one value per size ({len(sizes)}); got {len(costs)}")
-        params = np.full(len(sizes), np.nan)
-        bad = ~(np.isfinite(costs) & (costs > 0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise UserError(f"--costs must be finite and > 0 for every size; size {sizes[i]:g} costs {costs[i]:g}")
-    else:
-        params = np.asarray(_floats(args.params, "params")) if args.params else active_params(sizes)
-        if params.shape != sizes.shape:
-            raise UserError(f"--params needs one value per size ({len(sizes)}); got {len(params)}")
-        if not np.all(np.isfinite(params) & (params > 0)):
-            raise UserError(f"--params must be positive numbers; got {args.params!r}")
-        costs = 6.0 * params * tokens
-        if size_units(sizes) == "index" and not args.params:
-            counts = ", ".join(f"{p:.3g}" for p in params)
-            print(f"sizes {args.sizes} read as the paper's size index (active parameters ~1.47e5 M^3: {counts}); "
-                  "give parameter counts to size runs by them")  # fmt: skip
-    bad = ~(np.isfinite(costs) & (costs > 0))
-    if bad.any():
-        what = "--costs" if args.costs else "the cost 6 N D (--params, --tokens)"
-        raise UserError(f"{what} must be > 0 (FLOPs of one run); size {sizes[bad][0]:g} costs {costs[bad][0]:g}")
-    if np.all(np.isfinite(costs)) and np.all(costs > 0) and args.budget < costs.min():
-        raise UserError(
-            f"--budget {args.budget:.4g} is below the cheapest run ({costs.min():.4g} at size "
-            f"{sizes[int(np.argmin(costs))]:g}): no run fits; raise --budget"
-        )
+    params, costs = _costs(args, sizes, tokens)
     columns, mixtures = _mixtures(args, context)
     size_column = context.size if context is not None else "size"
     tokens_column = context.tokens if context is not None and context.tokens else "tokens"
@@ -123,6 +95,38 @@ def run(args: argparse.Namespace) -> None:
         + ", ".join(f"{s:g}: {c}" for s, c in per_size.items())
     )
     print(f"wrote {args.out} (mixture columns {', '.join(columns)})")
+
+
+def _costs(args: argparse.Namespace, sizes: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(active parameters per size, NaN with --costs; the cost of one run per size), checked against --budget."""
+    from ..experiments._design import active_params, size_units
+
+    if args.costs:
+        costs = np.asarray(_floats(args.costs, "costs"))
+        if costs.shape != sizes.shape:
+            raise UserError(f"--costs needs one value per size ({len(sizes)}); got {len(costs)}")
+        params = np.full(len(sizes), np.nan)
+    else:
+        params = np.asarray(_floats(args.params, "params")) if args.params else active_params(sizes)
+        if params.shape != sizes.shape:
+            raise UserError(f"--params needs one value per size ({len(sizes)}); got {len(params)}")
+        if not np.all(np.isfinite(params) & (params > 0)):
+            raise UserError(f"--params must be positive numbers; got {args.params!r}")
+        costs = 6.0 * params * tokens
+        if size_units(sizes) == "index" and not args.params:
+            counts = ", ".join(f"{p:.3g}" for p in params)
+            print(f"sizes {args.sizes} read as the paper's size index (active parameters ~1.47e5 M^3: {counts}); "
+                  "give parameter counts to size runs by them")  # fmt: skip
+    bad = ~(np.isfinite(costs) & (costs > 0))
+    if bad.any():
+        what = "--costs" if args.costs else "the cost 6 N D (--params, --tokens)"
+        raise UserError(f"{what} must be > 0 (FLOPs of one run); size {sizes[bad][0]:g} costs {costs[bad][0]:g}")
+    if np.all(np.isfinite(costs)) and np.all(costs > 0) and args.budget < costs.min():
+        raise UserError(
+            f"--budget {args.budget:.4g} is below the cheapest run ({costs.min():.4g} at size "
+            f"{sizes[int(np.argmin(costs))]:g}): no run fits; raise --budget"
+        )
+    return params, costs
 
 
 def _context(args: argparse.Namespace, sizes: np.ndarray) -> Any:

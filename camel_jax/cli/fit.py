@@ -178,7 +178,6 @@ def _run(args: argparse.Namespace) -> None:
     from ..io._save import save_to
     from ..laws._registry import law_entry
     from ..solver._checks import check_several_mixtures
-    from ..solver._options import Status
 
     if getattr(args, "domains", None) is not None:
         raise UserError("--domains is now --n-domains (CAMEL's count of intrinsic domains k); --domain names the "
@@ -190,7 +189,7 @@ def _run(args: argparse.Namespace) -> None:
     prefix = Path(args.out)
     _check_destination(prefix, (".json", ".npz", ".png"))
     # the table is read (and its columns checked) before a law is chosen
-    source = read_table(args) if args.law == "auto" or law_entry(args.law).mixture else _read_csv(args.csv[0])
+    source = _read_runs(args) if args.law == "auto" or law_entry(args.law).mixture else _read_csv(args.csv[0])
     if args.law == "auto":
         args, source = _choose_law(args, source)
     args = argparse.Namespace(**(vars(args) | {"law": law_entry(args.law).name}))  # an alias: its registered name
@@ -203,20 +202,7 @@ def _run(args: argparse.Namespace) -> None:
     key = jax.random.key(args.seed)
     result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts, weights=table.weight,
                  names=tuple(table.mixture) or None, targets=table.targets or None)  # fmt: skip
-    best = np.atleast_1d(np.asarray(result.best_status))
-    out = {
-        "law": type(result.law).__name__,
-        "law_name": args.law,
-        "csv": args.csv[0] if len(args.csv) == 1 else list(args.csv),
-        "columns": {"mixture": table.mixture, "size": table.size, "tokens": table.tokens,
-                    "target": list(table.targets)},  # fmt: skip
-        "targets": list(table.targets),
-        "reader": reader_options(args),
-        "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
-        "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
-        "best_status": Status(int(best[0])).label if result.n_targets is None else [Status(int(b)).label for b in best],
-        "degenerate": result.degenerate() if result.n_targets is None else {},
-    }
+    out = _report(args, result, table)
     if out["degenerate"]:
         out["degenerate_advice"] = _degenerate_advice(args, table, source)
     try:
@@ -240,6 +226,44 @@ def _run(args: argparse.Namespace) -> None:
     if args.influence:
         _print_influence(result, table)
     print(f"wrote {prefix}.json, {prefix}.npz, {prefix}.png")
+
+
+def _report(args: argparse.Namespace, result: Any, table: _Table) -> dict[str, Any]:
+    """What `fit` writes to its JSON (and prints from): the law, the columns and reader flags, the parameters, the
+    summary, the best start's status (one per target) and the degenerate parameters."""
+    from ..solver._options import Status
+
+    best = np.atleast_1d(np.asarray(result.best_status))
+    return {
+        "law": type(result.law).__name__,
+        "law_name": args.law,
+        "csv": args.csv[0] if len(args.csv) == 1 else list(args.csv),
+        "columns": {"mixture": table.mixture, "size": table.size, "tokens": table.tokens,
+                    "target": list(table.targets)},  # fmt: skip
+        "targets": list(table.targets),
+        "reader": reader_options(args),
+        "params": {k: np.asarray(v).tolist() for k, v in result.law.params().items()},
+        "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
+        "best_status": Status(int(best[0])).label if result.n_targets is None else [Status(int(b)).label for b in best],
+        "degenerate": result.degenerate() if result.n_targets is None else {},
+    }
+
+
+def _read_runs(args: argparse.Namespace) -> Any:
+    """The runs, read by `read_table`; for `--law auto`, a table of token budgets without a size column is refused
+    as what it is for the law choice (no registered law reads tokens without a size)."""
+    try:
+        return read_table(args)
+    except UserError as error:
+        if args.law != "auto" or not str(error).startswith("`tokens` needs `size` too"):
+            raise
+        column = args.tokens or "tokens"
+        budgets = _read_csv(args.csv[0])[column].nunique()
+        raise UserError(
+            f"--law auto: one model size and {budgets} token budgets ({column!r}): no registered law reads tokens "
+            "without a size; filter the table to one token budget (laws of the mixture) or give the model-size "
+            "column (--size)"
+        ) from None
 
 
 def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace, Any]:

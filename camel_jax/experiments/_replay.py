@@ -150,24 +150,8 @@ def replay(
         for method in methods:
             t0 = time.perf_counter()
             if method == "next":
-                mask = np.zeros(len(table.y), bool)
-                mask[_prefix_within(order, table.cost, seed_fraction * total)] = True
-                step, keys = 0, iter(jax.random.split(k_next, 1000))
-                while True:
-                    result = fitter.fit(mask, k_fit)
-                    record(method, repeat, step, mask, result)
-                    left = max(fractions) * total - float(table.cost[mask].sum())
-                    if left <= 0 or mask.all():
-                        break
-                    budget = min(round_fraction * total, left)
-                    chosen = fitter.next_batch(result, mask, budget, batch, next(keys))
-                    if len(chosen) == 0:  # nothing informative fits the round: reveal in random order instead
-                        rest = np.asarray([i for i in order if not mask[i]])
-                        chosen = _prefix_within(rest, table.cost, budget)
-                        if len(chosen) == 0:
-                            break
-                    mask[chosen] = True
-                    step += 1
+                rounds = (seed_fraction * total, max(fractions) * total, round_fraction * total, batch)
+                _replay_next(fitter, table, order, rounds, k_fit, k_next, lambda *a, r=repeat: record("next", r, *a))
             else:
                 for f, kf in zip(fractions, jax.random.split(k_static, len(fractions))):
                     mask = np.zeros(len(table.y), bool)
@@ -183,6 +167,32 @@ def replay(
             if log is not None:
                 log(f"  repeat {repeat} {method}: {time.perf_counter() - t0:.1f} s")
     return pd.DataFrame(rows, columns=list(REPLAY_COLUMNS))
+
+
+def _replay_next(fitter: Any, table: ReplayTable, order: np.ndarray, rounds: tuple[float, float, float, int],
+                 k_fit: Array, k_next: Array, record: Any) -> None:  # fmt: skip
+    """One repeat of the method "next": a random seed of `rounds[0]` of cost, then rounds of at most `rounds[2]` of
+    cost (at most `rounds[3]` runs) chosen by `next_runs` until `rounds[1]` is spent; each fit `record(step, mask,
+    result)`."""
+    seed, limit, per_round, batch = rounds
+    mask = np.zeros(len(table.y), bool)
+    mask[_prefix_within(order, table.cost, seed)] = True
+    step, keys = 0, iter(jax.random.split(k_next, 1000))
+    while True:
+        result = fitter.fit(mask, k_fit)
+        record(step, mask, result)
+        left = limit - float(table.cost[mask].sum())
+        if left <= 0 or mask.all():
+            break
+        budget = min(per_round, left)
+        chosen = fitter.next_batch(result, mask, budget, batch, next(keys))
+        if len(chosen) == 0:  # nothing informative fits the round: reveal in random order instead
+            rest = np.asarray([i for i in order if not mask[i]])
+            chosen = _prefix_within(rest, table.cost, budget)
+            if len(chosen) == 0:
+                break
+        mask[chosen] = True
+        step += 1
 
 
 def replay_curve(rows: pd.DataFrame, fractions: Sequence[float], metric: str) -> pd.DataFrame:

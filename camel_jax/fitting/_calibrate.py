@@ -60,8 +60,7 @@ from jaxtyping import Array, ArrayLike
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import DESIGN_WARNINGS
 from ..solver._options import FitOptions
-from ._fit import FitResult, fit, from_data, resolve_options
-from ._io import MixtureData
+from ._fit import FitResult, fit, from_data, is_mixture_data, resolve_options
 from ._resample import resample_weights
 
 
@@ -215,7 +214,7 @@ def calibrate_folds(
     if isinstance(inits, FitResult):  # the fit's own best law and options (issue 57)
         inits, options = inits.law, inits.fit_options if options is None else options
     options = resolve_options(options, law)
-    if groups is None and isinstance(inputs, MixtureData):
+    if groups is None and is_mixture_data(inputs):
         groups = inputs.group
     inputs, y, weights, _, _ = from_data(inputs, y, weights, None, None)
     if pool is not None and not isinstance(pool, bool):
@@ -232,13 +231,9 @@ def calibrate_folds(
     keeps = sizes[-np.arange(2, holdout + 2)]  # fold j keeps the sizes <= keeps[j - 1]
     pred = _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, dict(groups=groups, strata=strata),
                       options, key)  # fmt: skip
-    cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
-    noise = []
-    for keep, fold_pred in zip(keeps, pred):
-        fold_cells, fold_noise = _fold_cells(law, Y, W0, size, sizes, keep, fold_pred, options)
-        cells += fold_cells
-        noise.append(fold_noise)
-    noise_var = np.mean(noise, axis=0)  # [T]
+    folds = [_fold_cells(law, Y, W0, size, sizes, keep, fold_pred, options) for keep, fold_pred in zip(keeps, pred)]
+    cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = [cell for fold, _ in folds for cell in fold]
+    noise_var = np.mean([fold_noise for _, fold_noise in folds], axis=0)  # [T]
     pooled = Y.shape[0] if (options.log_residuals if pool is None else pool) else 1
     kappa_level, kappa_mix, rms, sd = (jnp.asarray(a) for a in _moments(cells, noise_var, pool=pooled > 1))
     squeeze = (lambda a: a[0]) if jnp.ndim(y) == 1 else (lambda a: a)

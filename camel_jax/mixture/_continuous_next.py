@@ -78,9 +78,7 @@ def continuous_next_runs(
     """
     check_key(key)
     target_size = check_model_size(target_size, "target_size")
-    sizes_arr, costs_arr = np.asarray(sizes, float), np.asarray(costs, float)
-    if sizes_arr.shape != costs_arr.shape or sizes_arr.ndim != 1 or not np.all(costs_arr > 0):
-        raise ValueError("`sizes` and `costs` must be 1-D of the same length, with costs > 0")
+    sizes_arr, costs_arr = _check_sizes_costs(sizes, costs)
     laws = fitted.laws
     n = int(laws.structure()["n_datasets"])
     names = list(names) if names is not None else [f"r_{j}" for j in range(n)]
@@ -89,6 +87,32 @@ def continuous_next_runs(
     choice = optimal_mixture(_MeanLoss(laws, M_t), n, key=key_opt)
     q = _law_outcomes(laws, jnp.asarray(choice.r)[None, :], M_t)[:, 0]
     noise2 = float(noise) ** 2 + (1e-12 * float(jnp.std(q))) ** 2
+    ascend = _make_ascend(laws, q, noise2, steps, learning_rate)
+
+    rows: list[dict[str, Any]] = []
+    Fc = jnp.zeros((q.shape[0], 0))
+    spent = 0.0
+    for k in jax.random.split(key_starts, batch):
+        best = _best_run(laws, ascend, q, Fc, noise2, sizes_arr, costs_arr, k, n, starts, decimals, spent, budget)
+        if best is None:
+            break
+        r, s, c, score, g = best[1]
+        spent += c
+        Fc = jnp.concatenate([Fc, g[:, None]], axis=1)
+        rows.append({**dict(zip(names, r)), "size": s, "flops": c, "score": score, "score_per_flop": score / c})
+    return _result_table(rows, q, choice)
+
+
+def _check_sizes_costs(sizes: Sequence[float], costs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """`sizes` and `costs` as float arrays, checked: 1-D, of the same length, with costs > 0."""
+    sizes_arr, costs_arr = np.asarray(sizes, float), np.asarray(costs, float)
+    if sizes_arr.shape != costs_arr.shape or sizes_arr.ndim != 1 or not np.all(costs_arr > 0):
+        raise ValueError("`sizes` and `costs` must be 1-D of the same length, with costs > 0")
+    return sizes_arr, costs_arr
+
+
+def _make_ascend(laws: Any, q: Array, noise2: float, steps: int, learning_rate: float) -> Any:
+    """The jitted ascent: from logits z0 at one size, Adam on the conditional score; returns (z, score)."""
 
     def outcome(z: Array, size: Array) -> Array:
         return _law_outcomes(laws, jax.nn.softmax(z)[None, :], size[None])[:, 0]
@@ -111,28 +135,42 @@ def continuous_next_runs(
         (z, _, _), _ = jax.lax.scan(step, (z0, jnp.zeros_like(z0), jnp.zeros_like(z0)), counts)
         return z, -loss(z)
 
-    rows: list[dict[str, Any]] = []
-    Fc = jnp.zeros((q.shape[0], 0))
-    spent = 0.0
-    for k in jax.random.split(key_starts, batch):
-        best: tuple[float, Any] | None = None
-        for s, c in zip(sizes_arr, costs_arr):
-            if spent + c > budget * (1 + 1e-12):
-                continue
-            z0 = jnp.log(jax.random.dirichlet(jax.random.fold_in(k, int(s * 1000) % 2**31), jnp.ones(n), (starts,)))
-            z, scores = jax.vmap(ascend, in_axes=(None, None, 0))(Fc, jnp.asarray(s), z0)
-            r = np.round(np.asarray(jax.nn.softmax(z[int(jnp.argmax(scores))])), decimals)
-            r = r / r.sum()  # trainable shares
-            g = _law_outcomes(laws, jnp.asarray(r)[None, :], jnp.full(1, s))[:, 0]
-            score = float(_conditional_score(q, Fc, g, noise2))
-            if best is None or score / c > best[0]:
-                best = (score / c, (r, s, c, score, g))
-        if best is None:
-            break
-        r, s, c, score, g = best[1]
-        spent += c
-        Fc = jnp.concatenate([Fc, g[:, None]], axis=1)
-        rows.append({**dict(zip(names, r)), "size": s, "flops": c, "score": score, "score_per_flop": score / c})
+    return ascend
+
+
+def _best_run(
+    laws: Any,
+    ascend: Any,
+    q: Array,
+    Fc: Array,
+    noise2: float,
+    sizes_arr: np.ndarray,
+    costs_arr: np.ndarray,
+    k: Array,
+    n: int,
+    starts: int,
+    decimals: int,
+    spent: float,
+    budget: float,
+) -> tuple[float, Any] | None:
+    """The best (score per FLOP, (r, size, cost, score, g)) over the affordable sizes, rounded; None if none."""
+    best: tuple[float, Any] | None = None
+    for s, c in zip(sizes_arr, costs_arr):
+        if spent + c > budget * (1 + 1e-12):
+            continue
+        z0 = jnp.log(jax.random.dirichlet(jax.random.fold_in(k, int(s * 1000) % 2**31), jnp.ones(n), (starts,)))
+        z, scores = jax.vmap(ascend, in_axes=(None, None, 0))(Fc, jnp.asarray(s), z0)
+        r = np.round(np.asarray(jax.nn.softmax(z[int(jnp.argmax(scores))])), decimals)
+        r = r / r.sum()  # trainable shares
+        g = _law_outcomes(laws, jnp.asarray(r)[None, :], jnp.full(1, s))[:, 0]
+        score = float(_conditional_score(q, Fc, g, noise2))
+        if best is None or score / c > best[0]:
+            best = (score / c, (r, s, c, score, g))
+    return best
+
+
+def _result_table(rows: list[dict[str, Any]], q: Array, choice: Any) -> pd.DataFrame:
+    """The chosen runs as a DataFrame, each with the sd of q left after it; attrs `recommended` and `sd_before`."""
     sd = float(jnp.std(q, ddof=1))
     left = sd**2
     for row in rows:

@@ -291,12 +291,7 @@ def decide_loss(
 
     **Returns**: a `LossDecision`. Shares of the pick outside the trained range are warned about, one name each.
     """
-    check_key(key)
-    count(restarts, "restarts")
-    if not 0 < level < 1:
-        raise ValueError(f"`level` must be in (0, 1); got {level}")
-    if not isinstance(result, FitResult):
-        raise TypeError(f"`result` must be a FitResult (of `fit`); got {type(result).__name__}")
+    _check_arguments(result, key, restarts, level)
     n = _n_datasets(result)
     inputs = _other_inputs(result, size, tokens)
     several = result.n_targets is not None
@@ -307,6 +302,44 @@ def decide_loss(
     d_low, d_high, t_low, t_high = data_support(result)
     boot = result.bootstrap if bootstrap is None else bootstrap
     cal = result.calibration if calibration is None else calibration
+    found, values, rest, wj, k_draw = _search(result, boot, key, n, lo, hi, inputs, w, several, restarts, ascent)
+    pick, value = found[0], float(values[0])
+    names = tuple(result.names) if result.names is not None else tuple(f"dataset {j}" for j in range(n))
+    outside = _outside_trained(pick, t_low, t_high, names)
+    if outside and region != "data":
+        warnings.warn(f"the pick puts {'; '.join(outside)}: outside what the runs trained on, the law "
+                      "extrapolates in mixture", stacklevel=user_stacklevel())  # fmt: skip
+    problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
+    optima, band = _optima_band(found, n, level)
+    ref_value = np.nan
+    decision = None
+    if ref is not None:
+        ref_value, decision = _against_reference(result, boot, pick, ref, value, inputs, rest, w, wj, several,
+                                                 k_draw, cal, level, min_gain, (d_low, d_high))  # fmt: skip
+    recommended = pick if ref is None or decision is None or decision.verdict == VERDICTS[0] else ref
+    return LossDecision(
+        mixture=pick, value=value, mixture_low=np.asarray(band[0]), mixture_high=np.asarray(band[1]), optima=optima,
+        reference=ref, reference_value=ref_value, decision=decision, recommended=np.asarray(recommended),
+        lower=lo, upper=hi, trained_low=t_low, trained_high=t_high, outside=tuple(outside), weights=w,
+        targets=tuple(names_t), names=names, size=None if size is None else float(size),
+        tokens=None if tokens is None else float(tokens), support=region, calibrated=cal is not None,
+        problems=problems,
+    )  # fmt: skip
+
+
+def _check_arguments(result: FitResult, key: Array, restarts: int, level: float) -> None:
+    """`decide_loss`'s checks of its key, restarts, level and fit."""
+    check_key(key)
+    count(restarts, "restarts")
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1); got {level}")
+    if not isinstance(result, FitResult):
+        raise TypeError(f"`result` must be a FitResult (of `fit`); got {type(result).__name__}")
+
+
+def _search(result, boot, key, n, lo, hi, inputs, w, several, restarts, ascent):
+    """The optimum in the region [lo, hi] of the point fit and of every finite resample: (mixtures [1 + B, n],
+    objectives [1 + B], the other inputs as arrays, the objective's weights as an array, the key for the draws)."""
     ascent = AscentOptions() if ascent is None else ascent
     steps = _Ascent(jnp.asarray(lo), jnp.asarray(hi), ascent.adam_steps, ascent.polish_steps,
                     float(ascent.learning_rate), bool(np.any(lo > 0) or np.any(hi < 1)))  # fmt: skip
@@ -319,40 +352,32 @@ def decide_loss(
         resampled = jax.tree.map(lambda leaf: leaf[boot.finite()], boot.laws)
         laws = jax.tree.map(lambda a, b: jnp.concatenate([a, b.astype(a.dtype)]), laws, resampled)
     found, values = (np.asarray(x) for x in _optima(laws, wj, rest, several, z0, steps))
-    pick, value = found[0], float(values[0])
-    names = tuple(result.names) if result.names is not None else tuple(f"dataset {j}" for j in range(n))
-    outside = _outside_trained(pick, t_low, t_high, names)
-    if outside and region != "data":
-        warnings.warn(f"the pick puts {'; '.join(outside)}: outside what the runs trained on, the law "
-                      "extrapolates in mixture", stacklevel=user_stacklevel())  # fmt: skip
-    problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
+    return found, values, rest, wj, k_draw
+
+
+def _optima_band(found: np.ndarray, n: int, level: float) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The resamples' optima [B, n] (rows 1: of `found`, the finite ones) and their band at `level`."""
     optima = found[1:][np.all(np.isfinite(found[1:]), axis=1)]  # a resample whose ascent failed has no optimum
     band = (np.full(n, np.nan), np.full(n, np.nan))
     if len(optima):
         q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
         band = tuple(np.percentile(optima, q, axis=0))  # type: ignore[assignment]
-    ref_value = np.nan
-    decision = None
-    if ref is not None:
-        both = jnp.asarray(np.stack([pick, ref]))
-        ref_value = float(np.asarray(objective_of(result.law, both, rest, wj, several))[1])
-        if min_gain is None:
-            floor, floor_source = loss_noise(result, w if several else None)
-        else:
-            if not (np.isfinite(min_gain) and min_gain >= 0):
-                raise ValueError(f"`min_gain` must be finite and >= 0; got {min_gain}")
-            floor, floor_source = float(min_gain), "given"
-        decision = _verdict(boot, pick, ref, value, ref_value, inputs, w, k_draw, cal, level, floor, floor_source,
-                            (d_low, d_high))  # fmt: skip
-    recommended = pick if ref is None or decision is None or decision.verdict == VERDICTS[0] else ref
-    return LossDecision(
-        mixture=pick, value=value, mixture_low=np.asarray(band[0]), mixture_high=np.asarray(band[1]), optima=optima,
-        reference=ref, reference_value=ref_value, decision=decision, recommended=np.asarray(recommended),
-        lower=lo, upper=hi, trained_low=t_low, trained_high=t_high, outside=tuple(outside), weights=w,
-        targets=tuple(names_t), names=names, size=None if size is None else float(size),
-        tokens=None if tokens is None else float(tokens), support=region, calibrated=cal is not None,
-        problems=problems,
-    )  # fmt: skip
+    return optima, band
+
+
+def _against_reference(result, boot, pick, ref, value, inputs, rest, w, wj, several, key, cal, level, min_gain,
+                       region) -> tuple[float, Decision]:  # fmt: skip
+    """The reference's predicted objective, the noise floor and the verdict of the pick against the reference."""
+    both = jnp.asarray(np.stack([pick, ref]))
+    ref_value = float(np.asarray(objective_of(result.law, both, rest, wj, several))[1])
+    if min_gain is None:
+        floor, floor_source = loss_noise(result, w if several else None)
+    else:
+        if not (np.isfinite(min_gain) and min_gain >= 0):
+            raise ValueError(f"`min_gain` must be finite and >= 0; got {min_gain}")
+        floor, floor_source = float(min_gain), "given"
+    decision = _verdict(boot, pick, ref, value, ref_value, inputs, w, key, cal, level, floor, floor_source, region)
+    return ref_value, decision
 
 
 def _verdict(boot, pick, ref, value, ref_value, inputs, w, key, cal, level, floor, floor_source, region) -> Decision:
