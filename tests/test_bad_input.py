@@ -500,7 +500,7 @@ def test_cli_failed_output_write_leaves_no_file_behind(files, tmp_path, monkeypa
     folder, _, _ = files
     import camel_jax.io._save
 
-    def fail(obj, file):
+    def fail(obj, file, **options):
         raise OSError("disk full")
 
     monkeypatch.setattr(camel_jax.io._save, "save_to", fail)

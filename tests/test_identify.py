@@ -178,7 +178,9 @@ def test_cli_intervals_contain_every_identified_point_estimate(tmp_path, capsys)
         # finite coordinates follow with their own intervals.
         block = out["log_limit"]
         terms = block["terms"]
-        assert terms and "are in the law's log-law limit" in printed and "  C: -inf\n" in printed
+        # never `inf` (issue 56): the limit is said in words
+        assert terms and "are in the law's log-law limit" in printed and "inf\n" not in printed
+        assert "  C: degenerate (minus infinite in the log-law limit)\n" in printed
         assert np.all(np.asarray(out["params"]["beta"])[terms] < 1e-8) and np.isfinite(block["params"]["C1"])
         assert "finite coordinates (reference size" in printed and "  C1: " in printed
         assert set(block["intervals_95"]) == {"a", "b", "kappa", "C1"} and "C1" not in block["not_identified"]

@@ -43,7 +43,7 @@ def world_decision(i: int) -> dict:
         return float(world.losses(jnp.asarray(r)[None], jnp.array([TARGET]))[0, 0])
 
     return {"decision": decision, "pick": true(decision.mixture), "recommended": true(decision.recommended),
-            "reference": true(REFERENCE), "support": cj.data_support(result)}  # fmt: skip
+            "reference": true(REFERENCE), "support": cj.mixture.data_support(result)}  # fmt: skip
 
 
 class _quiet:
@@ -116,30 +116,30 @@ def test_loss_draws_calibration_shared_level_cancels_in_the_ratio():
                               log_scale=True, distances=(0.5, 1.0, 1.5), rms_error=zero, boot_sd=zero,
                               noise_sd=zero)  # fmt: skip
 
-    plain = cj.loss_draws(boot, r, (8.0,), key=jax.random.key(0))
+    plain = cj.mixture.loss_draws(boot, r, (8.0,), key=jax.random.key(0))
     law_at = np.asarray(jax.vmap(lambda one: one(jnp.asarray(r), jnp.full(2, 8.0)))(law))
     np.testing.assert_allclose(plain, law_at, rtol=1e-12)  # no calibration: each resample's own prediction
-    shared = cj.loss_draws(boot, r, (8.0,), key=jax.random.key(0), calibration=cal(0.0))
+    shared = cj.mixture.loss_draws(boot, r, (8.0,), key=jax.random.key(0), calibration=cal(0.0))
     assert not np.allclose(shared, plain)
     np.testing.assert_allclose(shared[:, 0] / shared[:, 1], plain[:, 0] / plain[:, 1], rtol=1e-12)
-    mixed = cj.loss_draws(boot, r, (8.0,), key=jax.random.key(0), calibration=cal(0.05))
+    mixed = cj.mixture.loss_draws(boot, r, (8.0,), key=jax.random.key(0), calibration=cal(0.05))
     assert not np.allclose(mixed[:, 0] / mixed[:, 1], plain[:, 0] / plain[:, 1], rtol=1e-6)
-    inside = cj.loss_draws(boot, r, (2.0,), key=jax.random.key(0), calibration=cal(0.05))
-    np.testing.assert_allclose(inside, cj.loss_draws(boot, r, (2.0,), key=jax.random.key(0)), rtol=1e-12)
+    inside = cj.mixture.loss_draws(boot, r, (2.0,), key=jax.random.key(0), calibration=cal(0.05))
+    np.testing.assert_allclose(inside, cj.mixture.loss_draws(boot, r, (2.0,), key=jax.random.key(0)), rtol=1e-12)
 
 
 def test_data_support_widens_each_trained_range_by_the_margin():
     r = np.array([[0.2, 0.3, 0.5], [0.4, 0.3, 0.3], [0.3, 0.3, 0.4]])
-    lower, upper, low, high = cj.data_support(r)
+    lower, upper, low, high = cj.mixture.data_support(r)
     np.testing.assert_allclose(low, [0.2, 0.3, 0.3])
     np.testing.assert_allclose(high, [0.4, 0.3, 0.5])
     np.testing.assert_allclose(lower, [0.15, 0.3, 0.25])  # 25% of each range on each side
     np.testing.assert_allclose(upper, [0.45, 0.3, 0.55])
-    lower, upper, _, _ = cj.data_support(np.array([[0.0, 1.0], [0.1, 0.9]]), margin=1.0)
+    lower, upper, _, _ = cj.mixture.data_support(np.array([[0.0, 1.0], [0.1, 0.9]]), margin=1.0)
     np.testing.assert_allclose(lower, [0.0, 0.8])  # clipped to [0, 1]
     np.testing.assert_allclose(upper, [0.2, 1.0])
     with pytest.raises(ValueError, match="margin"):
-        cj.data_support(r, margin=-0.1)
+        cj.mixture.data_support(r, margin=-0.1)
 
 
 # --- the command line: fit -> optimize --reference --out, predict ------------------------------------------------
@@ -156,7 +156,7 @@ def cli_fit(tmp_path_factory):
     table = runs.rename(columns={"loss_val0": "loss"})[[f"r_{d}" for d in world.datasets] + ["size", "loss"]]
     table[table["size"] < 12].to_csv(folder / "train.csv", index=False)
     table[table["size"] == 12].to_csv(folder / "test.csv", index=False)
-    argv = ["fit", str(folder / "train.csv"), "--law", "camel-tied", "--domains", "2", "--restarts", "4",
+    argv = ["fit", str(folder / "train.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "4",
             "--resamples", "8", "--no-calibrate", "--out", str(folder / "fit")]  # fmt: skip
     assert cli.main(argv) == 0
     return folder, ref, table
@@ -181,7 +181,7 @@ def test_optimize_writes_the_decision_json(cli_fit, capsys):
     assert record["fit_hash"] == _fit_hash(cj.load(folder / "fit.npz")) and record["resamples"] == 8
     # the printed pick is the library's decision on the loaded fit, inside the runs' support
     fitted = cj.load(folder / "fit.npz")
-    lower, upper, _, _ = cj.data_support(fitted)
+    lower, upper, _, _ = cj.mixture.data_support(fitted)
     pick = np.array(list(record["pick"].values()))
     assert np.all(pick >= lower - 1e-9) and np.all(pick <= upper + 1e-9)
     band = np.array(list(record["pick_band"].values()))
@@ -193,7 +193,7 @@ def test_optimize_writes_the_decision_json(cli_fit, capsys):
 def test_the_whole_simplex_only_when_asked_with_a_warning_naming_each_share(cli_fit):
     folder, ref, _ = cli_fit
     fitted = cj.load(folder / "fit.npz")
-    _, _, low, high = cj.data_support(fitted)
+    _, _, low, high = cj.mixture.data_support(fitted)
     with pytest.warns(UserWarning, match=r"outside what the runs trained on") as caught:
         wide = cj.decide_loss(fitted, key=jax.random.key(0), size=20.0, reference=ref, support="simplex",
                               restarts=RESTARTS)  # fmt: skip

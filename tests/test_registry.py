@@ -32,7 +32,7 @@ def test_aliases_mean_one_law_everywhere():
 
 
 def test_the_command_line_reads_camel_as_tied_camel_like_the_backtest():
-    args = argparse.Namespace(law="camel", seed=0, domains=2, capacity_exponent=1.0)
+    args = argparse.Namespace(law="camel", seed=0, n_domains=2, capacity_exponent=1.0)
     table = fit_command._Table((None, None), None, ["r_a", "r_b", "r_c"], None, None)
     args.law = law_entry(args.law).name
     assert law_name(fit_command._law_template(args, table)) == "camel-tied"

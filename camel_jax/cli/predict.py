@@ -164,6 +164,11 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
     from ._common import read_table
 
     options = {key: value for key, value in reader.items() if value is not None}
+    header = set(map(str, _read_csv(args.rows).columns))
+    if options.get("mixture") is None and saved.names is not None:  # the fit's mixture columns, by name
+        missing = [name for name in saved.names if name not in header]
+        if missing:
+            raise UserError(f"the rows have no mixture column {missing[0]!r} (the fit's: {list(saved.names)})")
     data = read_table(argparse.Namespace(csv=[args.rows]), **options)
     names = list(saved.names) if saved.names is not None else list(data.columns)
     if list(data.columns) != names:

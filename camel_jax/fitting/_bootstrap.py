@@ -29,6 +29,7 @@ from ._fit import (
     evaluate,
     fit,
     from_data,
+    is_mixture_data,
     random_starts,
     resolve_options,
     solve_targets,
@@ -37,7 +38,6 @@ from ._fit import (
     warm_from_fit,
 )
 from ._identify import paper_params
-from ._io import MixtureData
 from ._resample import resample_weights
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
@@ -228,7 +228,7 @@ def bootstrap(
     options = resolve_options(options, law)
     check_key(key)
     count(restarts, "restarts")
-    if groups is None and isinstance(inputs, MixtureData):
+    if groups is None and is_mixture_data(inputs):
         groups = inputs.group
     inputs, y, weights, names, targets = from_data(inputs, y, weights, names, targets)
     arrays = check_inputs(inputs)

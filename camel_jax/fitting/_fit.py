@@ -740,13 +740,17 @@ def fit_arrays(
     return dataclasses.replace(result, names=names, targets=targets)
 
 
+def is_mixture_data(value: Any) -> bool:
+    """Whether `value` is a `MixtureData` (the data layer's container, read by its fields: the core imports no
+    pandas, which the data layer does)."""
+    return all(hasattr(value, field) for field in ("inputs", "y", "weight", "columns", "targets", "group"))
+
+
 def from_data(inputs: Any, y: Any, weights: Any, names: Any, targets: Any) -> tuple[Any, Any, Any, Any, Any]:
     """`(inputs, y, weights, names, targets)` of a fit: a `MixtureData` passed as `inputs` gives its arrays and names
     (the arguments given win); anything else is returned as given (`y` then required)."""
     from ..solver._checks import named_columns
-    from ._io import MixtureData
-
-    if isinstance(inputs, MixtureData):
+    if is_mixture_data(inputs):
         data = inputs
         for given, own, what in ((names, named_columns(data.columns), "datasets"), (targets, data.targets, "targets")):
             if given is not None and own and tuple(given) != tuple(own):
