@@ -287,8 +287,8 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
     key = jax.random.key(args.seed)
     tokens = None if data.tokens is None else np.asarray(data.tokens)
     if tokens is not None and np.unique(tokens).size == 1:
-        print(f"--law auto: the tokens column holds one value in every row ({tokens[0]:.4g}): a token term is not "
-              "identified by it, so it is dropped and laws without tokens are compared")  # fmt: skip
+        print(f"--law auto: column {args.tokens or 'tokens'!r} holds one value in every row ({tokens[0]:.4g}): a token "
+              "term is not identified by it, so it is dropped and laws without tokens are compared")  # fmt: skip
         data, tokens = dataclasses.replace(data, tokens=None), None
     n_sizes = 1 if data.size is None else int(np.unique(np.asarray(data.size)).size)
     if n_sizes <= 1 and tokens is not None:
