@@ -116,8 +116,13 @@ HEAVY_FIRST = [
 
 
 # Units that spend most of their time running long batched programs, not compiling: gw0 (optimized) prefers them.
+# test_convergence goes there too: its tied-CAMEL anchor test ends at the step cap without LLVM's optimization
+# (measured on the commit before this session's merges as on today's main: at optimization level 0 the best start
+# of world 7 or 12 reaches MAX_STEPS), so it needs the optimized worker; a program that converges only at one
+# optimization level is open work (see the closing note of this stop).
 RUN_BOUND = (
     "tests/test_backtest.py", "tests/test_calibrate.py", "tests/test_pipeline.py", "tests/test_demo_figures.py",
+    "tests/test_convergence.py",
 )  # fmt: skip
 
 
