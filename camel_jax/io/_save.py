@@ -53,7 +53,11 @@ from ..solver._options import FitOptions
 # `Calibration`'s `pooled` (how many targets share its kappas; earlier files hold per-target kappas, and load so).
 # 12: CAMELData's `gamma_max` (its data term's exponents bounded, default 3) and `mixture_center` (the shares measured
 # from the data's mean mixture; earlier files hold unbounded exponents and shares from the origin, and load so).
-FORMAT_VERSION = 12
+# 13: a FitResult's optional `targets` (names of several targets), `options` (its FitOptions), `bootstrap` (the
+# resampled laws a band needs), `calibration`, and the reader flags and metadata of the table it was fitted on
+# (earlier files hold none of them, and load so; a reader of format 12 refuses these files instead of misreading
+# their extra arrays).
+FORMAT_VERSION = 13
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
