@@ -99,11 +99,10 @@ SLOW_SCRIPT = textwrap.dedent(
 )
 
 
-def _run_on_four_devices(script: str, timeout: float, flags: list[str]) -> str:
-    """Run `script` in a fresh Python on 4 forced CPU host devices (this process's XLA flags kept, plus `flags`
-    where a probe accepts them); its stdout, or the failure with the end of its stderr."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env["XLA_FLAGS"] = " ".join([_with_flags(env.get("XLA_FLAGS", ""), flags), DEVICES]).strip()
+def _run_on_four_devices(script: str, timeout: float, flags: str) -> str:
+    """Run `script` in a fresh Python on 4 forced CPU host devices with the XLA `flags`; its stdout, or the
+    failure with the end of its stderr."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"{flags} {DEVICES}".strip()}
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired as error:
@@ -113,10 +112,15 @@ def _run_on_four_devices(script: str, timeout: float, flags: list[str]) -> str:
 
 
 def test_fit_bootstrap_and_calibrate_on_four_devices_equal_one_device():
-    # ~30 CPU-seconds, nearly all compiling six programs (fit, bootstrap, calibration; 4 devices and 1)
-    print(_run_on_four_devices(CI_SCRIPT, timeout=300, flags=[UNOPTIMIZED]))
+    # ~30 CPU-seconds, nearly all compiling six programs (fit, bootstrap, calibration; 4 devices and 1): this
+    # process's flags (the fast-compile one) and, where a probe accepts it, no LLVM optimization of the programs
+    print(_run_on_four_devices(CI_SCRIPT, timeout=300, flags=_with_flags(os.environ.get("XLA_FLAGS", ""),
+                                                                          [UNOPTIMIZED])))  # fmt: skip
 
 
 @pytest.mark.slow  # the issue's own case: minutes on 2 cores, past the suite's budget
 def test_fit_and_bootstrap_on_four_devices_equal_one_device():
-    _run_on_four_devices(SLOW_SCRIPT, timeout=900, flags=[])
+    # XLA's defaults, as the issue measured: every resample converges there. With the suite's fast-compile flag,
+    # whose arithmetic differs in its last bits, one of the 6 resamples ends at its step cap, on 4 devices and on 1
+    # alike (the same status and objective), which the script's "all converged" would refuse.
+    _run_on_four_devices(SLOW_SCRIPT, timeout=900, flags="")
