@@ -46,6 +46,7 @@ def one_world(seed: int, args: argparse.Namespace) -> dict[str, float]:
     full_flops = float(design["flops"].sum())
     seed_mask = cj.experiments.sample_design("hourglass", design, 0.25 * full_flops, key).astype(bool)
     seed_runs = design[seed_mask]
+    seed_flops = float(seed_runs["flops"].sum()) / full_flops
     result, data, _ = fit_and_regret(world, seed_runs, key, args.restarts)
     residual = np.asarray(data.y) - np.asarray(result.predict(*data.inputs))
     noise = float(np.sqrt(np.mean(residual**2)))
@@ -53,7 +54,7 @@ def one_world(seed: int, args: argparse.Namespace) -> dict[str, float]:
                         inits=result.best_laws(4), progress=False)  # fmt: skip
     budget = 0.25 * full_flops
     columns = [f"r_{d}" for d in world.datasets]
-    out: dict[str, float] = {"world": seed}
+    out: dict[str, float] = {"world": seed, "seed_flops": seed_flops}
     # next_runs over the design's unused runs
     pool = design[~seed_mask]
     chosen = cj.next_runs(boot, pool, budget=budget, target_size=TARGET, key=key, batch=20, replace=False,
@@ -110,9 +111,14 @@ def main() -> None:
         print(f"world {seed} ({time.perf_counter() - t0:.0f} s): " + ", ".join(
             f"{k} {v:.4g}" for k, v in rows[-1].items() if k != "world"), flush=True)  # fmt: skip
     table = pd.DataFrame(rows)
-    print("\nregret at M=20 (loss units), median [mean] over worlds; seed 25% + 25% chosen = 50% of the design's FLOPs")
+    print("\nregret at M=20 (loss units) vs FLOPs spent (share of the full design's), median [mean] over worlds")
+    seed_flops = table["seed_flops"]
+    spent = {"seed only": seed_flops, "next_runs": seed_flops + table["next_runs_flops"],
+             "gradient": seed_flops + table["gradient_flops"], "full design": 1.0 + 0 * seed_flops}  # fmt: skip
+    print(f"  {'method':12s} {'FLOPs':>6s}  regret")
     for method in ("seed only", "next_runs", "gradient", "full design"):
-        print(f"  {method:12s} {table[method].median():.4g} [{table[method].mean():.4g}]")
+        median, mean = table[method].median(), table[method].mean()
+        print(f"  {method:12s} {spent[method].median():6.3f}  {median:.4g} [{mean:.4g}]")
     print(f"decision variance removed (predicted): next_runs {table['next_runs_removed'].median():.3g}, gradient "
           f"{table['gradient_removed'].median():.3g} (median); FLOPs spent (share of the design): next_runs "
           f"{table['next_runs_flops'].median():.3f}, gradient {table['gradient_flops'].median():.3f}")  # fmt: skip
