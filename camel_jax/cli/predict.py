@@ -223,6 +223,7 @@ def _held_out(out: Any, observed: Any, level: float, calibrated: bool) -> None:
     p, lo, hi = (out[c].to_numpy(float)[ok] for c in PREDICTION_COLUMNS)
     mape = 100 * float(np.mean(np.abs((p - y[ok]) / y[ok])))
     cover = float(np.mean((lo <= y[ok]) & (y[ok] <= hi)))
-    note = "calibrated" if calibrated else "the bootstrap's spread only: not calibrated"
+    note = ("calibrated past the trained sizes" if calibrated else "not calibrated past the trained sizes") + (
+        "; with the fit's run-to-run scatter")
     print(f"held-out: MAPE {mape:#.4g}% over {int(ok.sum())} rows; the {level:.0%} band covers {cover:.0%} of them "
           f"({note})")  # fmt: skip

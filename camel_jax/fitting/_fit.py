@@ -300,17 +300,26 @@ class FitResult(eqx.Module):
         return out
 
     def prediction_band(
-        self, *inputs: ArrayLike, level: float = 0.95, bootstrap: Any = None, calibration: Any = None
+        self,
+        *inputs: ArrayLike,
+        level: float = 0.95,
+        bootstrap: Any = None,
+        calibration: Any = None,
+        new_runs: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The best law's predictions at `inputs` with their band: (predicted, lower, upper), each [P] (or [T, P]
         for a fit of T targets). The band is the resamples' percentile band at `level` (the fit's own `bootstrap`,
         or the one given), widened past the largest trained size by the `calibration` (the fit's own, or the one
-        given; none: the bootstrap's spread only, which understates the error of an extrapolation).
+        given; none: the bootstrap's spread only, which understates the error of an extrapolation), and, for
+        `new_runs` (the default), by the fit's run-to-run scatter (`run_scatter`): the band in which a new run's
+        measured loss falls, not only the law's mean. Half-widths add in quadrature, on the fit's residual scale
+        (log residuals: log(upper / predicted)), the scatter's part at Student-t's quantile.
 
         **Arguments**:
 
         - `inputs`: the law's inputs (mixtures [P, n], sizes [P], ...).
         - `level`: the band's coverage; `bootstrap`, `calibration`: instead of the fit's own.
+        - `new_runs`: include the scatter of one run about the law (True), or band the law's mean only (False).
 
         **Returns**: three float arrays: the prediction, the band's lower and upper ends.
         """
@@ -321,7 +330,46 @@ class FitResult(eqx.Module):
                              "`bootstrap=`")  # fmt: skip
         cal = self.calibration if calibration is None else calibration
         low, high = boot.prediction_interval(*inputs, level=level, calibration=cal)
-        return np.asarray(self.predict(*inputs)), np.asarray(low), np.asarray(high)
+        pred, low, high = np.asarray(self.predict(*inputs)), np.asarray(low), np.asarray(high)
+        if not new_runs:
+            return pred, low, high
+        from ._calibrate import t_quantile
+
+        sd, dof = self.run_scatter()
+        if dof < 1:
+            return pred, low, high
+        half = t_quantile((1 + level) / 2, dof) * (sd if pred.ndim == 1 else sd[:, None])
+        log = self.log_residuals and bool(np.all(pred > 0)) and bool(np.all(low > 0))
+        if log:
+            below, above = np.log(np.maximum(pred / low, 1.0)), np.log(np.maximum(high / pred, 1.0))
+            return pred, pred * np.exp(-np.hypot(below, half)), pred * np.exp(np.hypot(above, half))
+        below, above = np.maximum(pred - low, 0.0), np.maximum(high - pred, 0.0)
+        scale = half * np.abs(pred) if self.log_residuals else half  # a log scatter read as a relative one
+        return pred, pred - np.hypot(below, scale), pred + np.hypot(above, scale)
+
+    def run_scatter(self) -> tuple[np.ndarray | float, int]:
+        """The scatter of one run about the best law, from the fit's residuals (on the fit's scale: log(pred / y)
+        under log residuals): (sd, dof), sd = sqrt(sum w r^2 / sum w * n / dof) with n the points of positive
+        weight and dof = n minus the law's free parameters (per target: sd [T] for a fit of T targets; dof from
+        the target with the fewest points). dof 0 (as many parameters as points): no estimate."""
+        pred = np.asarray(self.predict(*self.inputs), float)
+        y, w = np.asarray(self.y, float), np.asarray(self.weights, float)
+        if pred.ndim == 1:
+            pred, y, w = pred[None], y[None], w[None]
+        w = np.where(np.isfinite(y) & np.isfinite(pred), np.broadcast_to(w, y.shape), 0.0)
+        safe = np.where(w > 0, y, 1.0)
+        if self.log_residuals:
+            r = np.log(np.where((w > 0) & (pred > 0), pred, safe) / safe)
+        else:
+            r = np.where(w > 0, pred - safe, 0.0)
+        n = (w > 0).sum(axis=1)
+        leaves = [np.size(x) for x in jax.tree.leaves(eqx.filter(self.law, eqx.is_inexact_array))]
+        params = sum(leaves) // (1 if self.n_targets is None else max(self.n_targets, 1))
+        dof = int(n.min()) - params
+        if dof < 1:
+            return (0.0 if self.n_targets is None else np.zeros(len(n))), 0
+        sd = np.sqrt(np.sum(w * r**2, axis=1) / np.maximum(np.sum(w, axis=1), 1e-300) * n / (n - params))
+        return (float(sd[0]) if self.n_targets is None else sd), dof
 
     def summary(self, identify: bool = True) -> dict[str, Any]:
         """`problems` first (see `problems`: an unconverged best start, R^2 <= 0 or NaN), then the objective,
