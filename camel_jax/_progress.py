@@ -1,5 +1,5 @@
-"""One progress bar for the long steps (bootstrap chunks, `--law auto`'s held-out fits): counts on stderr, drawn
-only when stderr is a terminal, so that logs and pipes stay clean."""
+"""One progress bar for the long steps (bootstrap chunks, calibration folds, `--law auto`'s held-out fits): counts
+on stderr, drawn only when stderr is a terminal, so that logs and pipes stay clean."""
 
 from __future__ import annotations
 

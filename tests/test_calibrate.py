@@ -3,6 +3,9 @@ scale, calibration of a law that extrapolates well against one that cannot, the 
 
 Coverage itself needs many worlds: `benchmarks/study_calibration.py` measures it; these tests check the machinery."""
 
+import io
+import sys
+import warnings
 from pathlib import Path
 
 import jax
@@ -808,3 +811,34 @@ def test_a_decision_needs_two_runs_in_a_held_out_size():
         cj.fitting.calibrate_decision(np.zeros((1, 4)), np.ones(4), size, held.keeps, noise_sd=0.01)
     with pytest.warns(UserWarning, match="fall back to the proxy losses' calibration"):
         assert _decision_calibration(np.zeros((1, 4)), np.ones(4), held, 0.01, np.ones(4, bool), False, None) is None
+
+
+def test_calibration_draws_a_bar_over_its_folds_on_a_terminal_only(monkeypatch):
+    # 4 sizes: the default 2 folds, one bar step each, on stderr; nothing when stderr is a file or a pipe
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    truth = cj.Chinchilla.from_params(E=1.7, A=400.0, alpha=0.34, B=410.0, beta=0.28)
+    N = np.repeat([1e7, 2e7, 4e7, 8e7], 3)
+    D = N * np.tile([10.0, 20.0, 40.0], 4)
+    y = np.asarray(truth(N, D)) * np.exp(0.003 * np.random.default_rng(0).standard_normal(N.size))
+    kw = dict(key=jax.random.key(0), n_resamples=2, inits=truth)
+    for stream in (Terminal(), io.StringIO()):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with warnings.catch_warnings(record=True):  # recorded, never printed into the stream under test
+            cal = cj.calibrate(truth, (N, D), y, **kw)
+        monkeypatch.undo()
+        assert len(cal.distances) == 3  # 2 folds: 1 + 2 held-out cells
+        if isinstance(stream, Terminal):
+            drawn = stream.getvalue()
+            assert drawn.count("\r") == 3 and "calibration [" in drawn, drawn
+            assert "0/2 folds" in drawn and "1/2 folds" in drawn and drawn.endswith("2/2 folds\n"), drawn
+        else:
+            assert stream.getvalue() == ""
+    quiet = Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    with warnings.catch_warnings(record=True):
+        cj.calibrate(truth, (N, D), y, **kw, progress=False)
+    monkeypatch.undo()
+    assert quiet.getvalue() == ""

@@ -180,3 +180,36 @@ def test_auto_with_two_sizes_holds_out_the_largest_token_budget_among_laws_that_
     assert "each size's largest token budget held out (8 of 24 rows)" in line and "laws that read them" in line
     assert "camel-tied" not in line and "camel-free" not in line  # laws that ignore a varying column: not candidates
     assert_no_degenerate_numbers(text)
+
+
+def test_held_out_fits_draw_a_bar_over_the_laws_on_a_terminal_only(monkeypatch):
+    # the fits of `--law auto` on a held-out split (`held_out_rows`): one bar step per candidate law, on stderr
+    import io
+    import sys
+
+    import jax
+
+    from camel_jax.experiments._select import held_out_rows
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    rng = np.random.default_rng(4)
+    r = rng.dirichlet(np.ones(3), 16)
+    truth = cj.LogLinear.from_params(A=3.0, b=[-0.02, -0.01, 0.015], eps=0.01)
+    y = np.asarray(truth(r)) * np.exp(rng.normal(0, 0.002, 16))
+    law = cj.LogLinear.sample_init(jax.random.key(0), n_datasets=3)
+    laws, inputs = {"first": law, "second": law}, {"first": (r,), "second": (r,)}
+    test = np.arange(16) % 4 == 0
+    for stream in (Terminal(), io.StringIO()):
+        monkeypatch.setattr(sys, "stderr", stream)
+        _, table = held_out_rows(laws, inputs, y, test, key=jax.random.key(1), restarts=2, progress=True)
+        monkeypatch.undo()
+        assert set(table["law"]) == {"first", "second"}
+        if isinstance(stream, Terminal):
+            drawn = stream.getvalue()
+            assert drawn.count("\r") == 3 and "held-out fits (first)" in drawn and "held-out fits (second)" in drawn
+            assert "0/2 laws" in drawn and "1/2 laws" in drawn and drawn.endswith("2/2 laws\n"), drawn
+        else:
+            assert stream.getvalue() == ""

@@ -368,7 +368,7 @@ def _rank_by_rows(laws: dict[str, Any], base: _Table, tokens: bool, n_sizes: int
     if test.all() or not test.any():
         raise UserError(f"--law auto: cannot hold out part of this table ({how}); name a law with --law")
     inputs = {name: law_data(law, data, name).inputs for name, law in laws.items()}
-    _, table = held_out_rows(laws, inputs, data.y, test, key=key, restarts=restarts)
+    _, table = held_out_rows(laws, inputs, data.y, test, key=key, restarts=restarts, progress=True)
     frame = table.set_index("law")
     frame["usable"] = frame["converged"] & ~frame["degenerate"]
     return frame, how
@@ -486,7 +486,7 @@ def _kept(args: argparse.Namespace, result: Any, boot: Any, table: _Table, key: 
         try:
             calibration = calibrate(result.law, table.inputs, table.y, key=jax.random.fold_in(key, 11),
                                     n_resamples=max(2, min(boot.n_resamples, 16)), inits=result.law,
-                                    weights=result.weights)  # fmt: skip
+                                    weights=result.weights, progress=True)  # fmt: skip
             out["calibration"] = calibration.summary()
             print(f"  extrapolation error: {calibration.summary()}")
         except (ValueError, KeyboardInterrupt) as error:

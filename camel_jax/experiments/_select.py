@@ -133,6 +133,7 @@ def held_out_rows(
     key: Array,
     restarts: int = 16,
     options: FitOptions | None = None,
+    progress: bool = False,
 ) -> tuple[str, pd.DataFrame]:
     """Fit each candidate law on the rows outside `test` and score its MAPE (%) on the rows in it: law choice by
     any held-out split (a token budget, a quarter of the mixtures), where `select_law` holds out model sizes.
@@ -142,6 +143,7 @@ def held_out_rows(
     - `laws`: {name: law template}; `inputs`: {name: the tuple that law is called on} (every tuple over the same
       rows); `y`: the targets [P]; `test`: booleans [P], the held-out rows (some, not all).
     - `key`: draws every fit's starts (`fold_in` by the law's position); `restarts`, `options`: of every fit.
+    - `progress`: draw a bar with the laws fitted so far on stderr (only when it is a terminal).
 
     **Returns**: (the winner's name, a frame with `law, n_train, n_test, error, error_se, converged, degenerate,
     rank`): `rank` 1 for the lowest error among the laws whose fit converged and is not degenerate
@@ -157,6 +159,8 @@ def held_out_rows(
         raise ValueError(f"`test` must mark some but not all of the {y.size} rows; got {int(test.sum())} marked")
     rows = []
     for i, (name, law) in enumerate(laws.items()):
+        if progress:
+            progress_bar(i, len(laws), f"held-out fits ({name})", "laws")
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")  # judged below: converged and degenerate are columns
             result = fit(law, inputs[name], y, weights=(~test).astype(float), key=jax.random.fold_in(key, i),
@@ -169,6 +173,8 @@ def held_out_rows(
             "converged": int(result.best_status) in (Status.CONVERGED, Status.STALLED),
             "degenerate": bool(result.degenerate()),
         })  # fmt: skip
+    if progress:
+        progress_bar(len(laws), len(laws), "held-out fits", "laws")
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda j: (not np.isfinite(table["error"][j]), bool(table["degenerate"][j]),
                                                      not table["converged"][j], table["error"][j]))  # fmt: skip

@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
@@ -57,6 +58,7 @@ import numpy as np
 from jax.scipy.special import betainc
 from jaxtyping import Array, ArrayLike
 
+from .._progress import progress_bar
 from ..laws._base import count, n_free_parameters
 from ..solver._checks import DESIGN_WARNINGS
 from ..solver._options import FitOptions
@@ -159,6 +161,8 @@ def calibrate(
     strata: ArrayLike | None = None,
     options: FitOptions | None = None,
     pool: bool | None = None,
+    devices: Sequence[jax.Device] | None = None,
+    progress: bool = True,
 ) -> Calibration:
     """Measure how a law's bootstrap band understates the error of extrapolating past the largest trained size.
 
@@ -184,12 +188,15 @@ def calibrate(
     - `pool`: for targets [T, P], one pair of kappas for all targets, estimated from every target's held-out cells
       (see the module docstring). None (default): pooled when the fit is on log residuals (relative errors,
       comparable across targets), per target otherwise (errors in each target's own units).
+    - `devices`: the devices every fold's resamples (times targets and starts) are spread over, as for `fit`
+      (default: every local device); the answer equals one device's.
+    - `progress`: draw a bar with the folds fitted so far on stderr (only when it is a terminal).
 
     **Returns**: a `Calibration` (see the module docstring for the model).
     """
     calibration, _ = calibrate_folds(law, inputs, y, key=key, n_resamples=n_resamples, holdout=holdout,
                                      restarts=restarts, inits=inits, weights=weights, groups=groups, strata=strata,
-                                     options=options, pool=pool)  # fmt: skip
+                                     options=options, pool=pool, devices=devices, progress=progress)  # fmt: skip
     return calibration
 
 
@@ -208,6 +215,8 @@ def calibrate_folds(
     strata: ArrayLike | None = None,
     options: FitOptions | None = None,
     pool: bool | None = None,
+    devices: Sequence[jax.Device] | None = None,
+    progress: bool = False,
 ) -> tuple[Calibration, HeldOut]:
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
     calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
@@ -230,7 +239,7 @@ def calibrate_folds(
         inits = jax.tree.map(lambda leaf: leaf[None], inits)
     keeps = sizes[-np.arange(2, holdout + 2)]  # fold j keeps the sizes <= keeps[j - 1]
     pred = _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, dict(groups=groups, strata=strata),
-                      options, key)  # fmt: skip
+                      options, key, devices, progress)  # fmt: skip
     folds = [_fold_cells(law, Y, W0, size, sizes, keep, fold_pred, options) for keep, fold_pred in zip(keeps, pred)]
     cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = [cell for fold, _ in folds for cell in fold]
     noise_var = np.mean([fold_noise for _, fold_noise in folds], axis=0)  # [T]
@@ -278,22 +287,30 @@ def _sizes(
     return where[0], size, sizes, folds
 
 
-def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, resample, options, key) -> np.ndarray:
-    """Every fold's bootstrap as one multi-target fit (fold j drops the sizes above keeps[j - 1]; rows
-    fold-major, then target, then resample, warm-started at `inits` when given); the resamples' predictions at
-    every point [folds, T, B, P]."""
+def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, resample, options, key, devices=None,
+               progress=False) -> np.ndarray:  # fmt: skip
+    """Every fold's bootstrap as a multi-target fit (fold j drops the sizes above keeps[j - 1]; rows target-major,
+    then resample, warm-started at `inits` when given), one fold after the other: each fold is one program of the
+    same shape (compiled once), and the bar counts the folds. The resamples' predictions at every point
+    [folds, T, B, P]."""
     T, P = Y.shape
-    n_folds = len(keeps)
     counts = resample_weights(key, P, n_resamples, **resample).astype(Y.dtype)  # [B, P], shared by the folds
-    train = jnp.asarray(size[None, :] <= keeps[:, None], Y.dtype)  # [folds, P]
-    Wb = (counts[None, None] * (W0[None] * train[:, None])[:, :, None]).reshape(n_folds * T * n_resamples, P)
-    start = None if inits is None else jax.tree.map(lambda leaf: jnp.tile(leaf, (n_folds,) + (1,) * (leaf.ndim - 1)),
-                                                    warm_starts(inits, n_resamples))  # fmt: skip
-    with warnings.catch_warnings():  # a resample of a fold holds fewer points and sizes by design
-        warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
-        boot = fit(law, arrays, jnp.tile(jnp.repeat(Y, n_resamples, axis=0), (n_folds, 1)), weights=Wb,
-                   key=jax.random.fold_in(key, 1), restarts=restarts, inits=start, options=options)  # fmt: skip
-    return np.asarray(jax.vmap(lambda f: f(*arrays))(boot.law)).reshape(n_folds, T, n_resamples, P)
+    start = None if inits is None else warm_starts(inits, n_resamples)
+    targets = jnp.repeat(Y, n_resamples, axis=0)  # [T * B, P]
+    pred = []
+    for fold, keep in enumerate(keeps):
+        if progress:
+            progress_bar(fold, len(keeps), "calibration", "folds")
+        train = jnp.asarray(size <= keep, Y.dtype)  # [P]
+        Wb = (counts[None] * (W0 * train[None])[:, None]).reshape(T * n_resamples, P)
+        with warnings.catch_warnings():  # a resample of a fold holds fewer points and sizes by design
+            warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
+            boot = fit(law, arrays, targets, weights=Wb, key=jax.random.fold_in(key, 1), restarts=restarts,
+                       inits=start, options=options, devices=devices)  # fmt: skip
+        pred.append(np.asarray(jax.vmap(lambda f: f(*arrays))(boot.law)).reshape(T, n_resamples, P))
+    if progress:
+        progress_bar(len(keeps), len(keeps), "calibration", "folds")
+    return np.stack(pred)
 
 
 def _fold_cells(law, Y, W0, size, sizes, keep, pred, options):
