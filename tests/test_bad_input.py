@@ -505,7 +505,8 @@ def test_cli_failed_output_write_leaves_no_file_behind(files, tmp_path, monkeypa
 
     monkeypatch.setattr(camel_jax.io._save, "save_to", fail)
     code = cli.main(
-        ["fit", str(folder / "runs.csv"), "--restarts", "2", "--resamples", "0", "--out", str(tmp_path / "fit")]
+        ["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--restarts", "2", "--resamples", "0", "--out",
+         str(tmp_path / "fit")]  # fmt: skip
     )
     err = capsys.readouterr().err
     assert code == 2 and "disk full" in err

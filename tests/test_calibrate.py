@@ -193,6 +193,28 @@ def _runs(truth, seed, sizes=(2.0, 3.0, 4.0, 5.0, 6.0, 8.0), n_mixtures=10, nois
 SEEDS = range(6)
 
 
+@pytest.mark.filterwarnings("ignore::camel_jax.FitWarning")  # a 2-size fold's resample may reach the step cap
+def test_calibration_leaves_the_band_inside_the_data_and_holds_out_two_folds():
+    """The exact half of the claim below, on one world (CI size): inside the trained sizes the calibrated band is
+    the bootstrap's own, and the default holds out 2 folds (1 + 2 cells) past a size_max of 8."""
+    law = known_tied_camel()
+    r, R, M, y = _runs(lambda r, M: np.asarray(law(jnp.asarray(r), jnp.asarray(M))), 0)
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    key = jax.random.key(1)
+    point = cj.fit(template, (R, M), y, key=key, restarts=4)
+    boot = cj.bootstrap(template, (R, M), y, key=jax.random.fold_in(key, 2), n_resamples=8, inits=point.laws,
+                        strata=M, progress=False)  # fmt: skip
+    cal = cj.calibrate(template, (R, M), y, key=jax.random.fold_in(key, 3), n_resamples=8, inits=point.law, strata=M)
+    inside = np.full(len(r), 4.0)
+    np.testing.assert_allclose(boot.prediction_interval(r, inside, calibration=cal),
+                               boot.prediction_interval(r, inside), rtol=1e-12)  # fmt: skip
+    assert cal.size_max == 8.0 and cal.size_index == 1 and len(cal.distances) == 3
+    outside = np.full(len(r), 20.0)
+    plain, wide = boot.prediction_interval(r, outside), boot.prediction_interval(r, outside, calibration=cal)
+    assert np.all(wide[0] <= plain[0]) and np.all(wide[1] >= plain[1])  # past the data it only widens
+
+
+@pytest.mark.slow  # 6 worlds x 2 truths x (fit, 60 resamples, 60-resample calibration): `make test-all`
 def test_calibration_widens_only_what_extrapolates_badly():
     # A claim about a method, so over 6 worlds' noise draws (the same keys every run) and with margins. Measured:
     # kappa (misspecified / well-specified) 0.0085/0.0020, 0.0113/0.0037, 0/0, 0.0198/0.0116, 0.0089/0.0066,
