@@ -161,7 +161,7 @@ def _optima(laws: Any, weights: Array, inputs: tuple[Array, ...], several: bool,
 
     def one(law: Any) -> tuple[Array, Array]:
         f = _LossObjective(law, weights, inputs, several)
-        r, value, _, _ = jax.vmap(lambda z: ascent.polish(f, ascent.adam(f, z)))(z0)
+        r, value, _, _ = ascent.ascend(f, z0)
         best = jnp.argmax(jnp.where(jnp.isfinite(value), value, -jnp.inf))
         return r[best], -value[best]
 
