@@ -44,6 +44,7 @@ from ..solver._options import FitOptions, Status
 from ..solver._residuals import fit_residuals
 from ..solver._shard import across_devices, lane_mesh, padded
 from ._identify import Identifiability, identifiability, paper_params
+from ._units import starts_in_data_units
 
 
 def huber(residual: Array, delta: float) -> Array:
@@ -735,6 +736,8 @@ def fit_arrays(
     targets = check_target_names(targets, np.shape(y))
     if inits is None:
         law = data_template(law, inputs, y)
+    else:
+        inits = starts_in_data_units(inits, inputs, y)
     result = _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options,
                              mesh=lane_mesh())  # fmt: skip
     return dataclasses.replace(result, names=names, targets=targets)
@@ -980,6 +983,7 @@ def fit(
     targets = check_target_names(targets, Y.shape)
     if inits is not None:
         _check_starts(law, inits, Y)
+        inits = starts_in_data_units(inits, arrays, Y)  # solved in the data's units, as random starts are
     else:
         law = data_template(law, arrays, Y)
     warn_design(law, arrays, W)
