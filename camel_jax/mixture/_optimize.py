@@ -266,9 +266,23 @@ class _Ascent(eqx.Module):
             lambda r, c: implicit_mixture(score, r, data, lower=self.lower, upper=self.upper, converged=c)
         )(r, converged)
         value = jax.vmap(lambda r, c: value_at_maximum(score, r, data, converged=c))(r, converged)
-        best = jnp.argmax(jnp.where(jnp.isfinite(value), jax.lax.stop_gradient(value), -jnp.inf))
+        best = best_start(jax.lax.stop_gradient(value))
         return MixtureResult(r_live[best], value[best], kkt[best], r_live, value, self.lower, self.upper,
                              converged=converged[best], starts_converged=converged)  # fmt: skip
+
+
+# Starts whose values lie within this fraction of the best one's are tied (rounding): the first of them is the pick
+TIE_RTOL = 1e-12
+
+
+def best_start(value: Array) -> Array:
+    """The index of the best start: the first whose finite value is within `TIE_RTOL` of the highest. On a face of
+    optima (a loss that reads the mixture through fewer weighted sums than it has shares) every start ends at
+    another point of equal value, and the plain argmax let rounding in the last bit choose among them, so a loss in
+    other units picked another point."""
+    finite = jnp.where(jnp.isfinite(value), value, -jnp.inf)
+    top = jnp.max(finite)
+    return jnp.argmax(finite >= top - TIE_RTOL * jnp.abs(top))
 
 
 def score_unit(f: Callable[[Array], Array], r: Array) -> Array:
