@@ -70,6 +70,27 @@ def test_prescreened_grid_reaches_epochs_optimum_and_their_parameters(epoch_fit)
         assert abs(p[name] - EPOCH[name]) < 0.1 * se, (name, p[name], EPOCH[name])
 
 
+def test_the_grid_built_in_raw_units_reaches_epochs_optimum(epoch_fit):
+    # issue 56: Hoffmann's grid as a user builds it from the paper, in raw parameters and tokens (A up to e^25, the
+    # terms 1e4 times the loss there), solved in those units ended at 2.006e-3 with its best start at the step cap;
+    # `fit` re-expresses starts in the units it sets from the data, where the grid reaches Epoch's optimum
+    inputs, y = epoch_data()
+    grids = np.meshgrid([1e-3, 0.5, 1.0, 1.5, 2.0], [1e-3, 0.5, 1.0, 1.5, 2.0], [-1.0, -0.5, 0.0, 0.5, 1.0],
+                        np.arange(0.0, 30.0, 5.0), np.arange(0.0, 30.0, 5.0), indexing="ij")  # fmt: skip
+    alpha, beta, e, a, b = (g.ravel() for g in grids)
+    raw = cj.Chinchilla.from_params(E=np.exp(e), A=np.exp(a), alpha=alpha, B=np.exp(b), beta=beta)
+    assert (raw.size_scale, raw.tokens_scale) == (1.0, 1.0)
+    result = cj.fit(cj.Chinchilla.sample_init(jax.random.key(0)), inputs, y, key=jax.random.key(0), inits=raw,
+                    options=cj.FitOptions(prescreen=64))  # fmt: skip
+    assert (result.law.size_scale, result.law.tokens_scale) == (1e9, 1e10)  # the units the data set
+    assert int(result.best_status) == cj.Status.CONVERGED
+    assert float(result.objective) <= EPOCH_BEST * (1 + 1e-7)
+    assert abs(float(result.objective) - EPOCH_BEST) / EPOCH_BEST < 1e-5
+    # the same optimum as the grid built in the data's units (the existing fixture), the same parameters
+    for name, value in epoch_fit[1].law.params().items():
+        np.testing.assert_allclose(result.law.params()[name], value, rtol=1e-6, err_msg=name)
+
+
 @pytest.mark.slow  # Epoch's full protocol: 4,500 starts optimized; CI checks the prescreened fit against Epoch's values
 def test_full_grid_reaches_the_prescreened_optimum(epoch_fit, epoch_full_fit):
     _, result = epoch_fit

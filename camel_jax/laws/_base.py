@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import inspect
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -71,6 +72,27 @@ class AbstractLaw(eqx.Module):
         the user measures loss and size in. `fit` rebuilds the template with them before drawing starts; {} (the
         default) keeps the law's own units."""
         return {}
+
+    def in_units(self, **units: Any) -> AbstractLaw:
+        """The same function (batch axes kept) stored in other units: `units` are keywords of `UNITS` (e.g.
+        `loss_scale=1.0, size_scale=1e9`), the rest of the structure is kept. `fit` re-expresses starts given in any
+        units in the units it sets from the data (`with_data_scales`), so that a grid built with `from_params` in
+        raw units is solved as well conditioned as random starts are. The default rebuilds the law with
+        `from_params` from its `params()` (a `ValueError` when they are not finite, e.g. at an infinite limit); a
+        law whose `from_params` does not take its structure keywords overrides it.
+
+        **Arguments**:
+
+        - `units`: the new values of some of the law's `UNITS` keywords.
+
+        **Returns**: a law of the same class and structure, in the new units.
+        """
+        unknown = sorted(set(units) - set(self.UNITS))
+        if unknown:
+            raise ValueError(f"{type(self).__name__}.in_units takes its units {list(self.UNITS)}; got {unknown}")
+        accepted = inspect.signature(type(self).from_params).parameters
+        keywords = {k: v for k, v in {**self.structure(), **units}.items() if k in accepted}
+        return type(self).from_params(**self.params(), **keywords)
 
     def size_parameters(self) -> tuple[int, int] | None:
         """(position of the model-size array in `inputs`, number of parameters that shape the size dependence),

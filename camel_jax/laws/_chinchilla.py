@@ -135,8 +135,8 @@ class Chinchilla(AbstractLaw):
         alpha, beta in {0, .5, 1, 1.5, 2} (0 becomes 1e-3: `from_params` takes the paper's exponents > 0),
         log E in {-1, -.5, 0, .5, 1}, log A, log B in {0, 5, ..., 25} (raw units). Pass it as `fit(..., inits=)`.
         The grid is held in the units `fit` sets for Chinchilla-sized tables (sizes near 1e9, tokens near 1e10,
-        losses near 1; `fit` uses starts in the units they carry): in units of 1 parameter and 1 token the terms
-        are 1e4 times the loss, and few starts reach the optimum."""
+        losses near 1), where its terms are of the order of the loss; `fit` re-expresses starts in the units it
+        sets from the data, so the same grid built with `from_params` in raw units fits alike."""
         exponents = np.array([1e-3, 0.5, 1.0, 1.5, 2.0])
         log_E = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
         log_AB = np.arange(0.0, 30.0, 5.0)

@@ -174,9 +174,13 @@ class LossToBenchmark(AbstractLaw):
             loss_spread=spread,
         )
 
-    def in_units(self, center: Any, loss_spread: float) -> LossToBenchmark:
+    def in_units(self, center: Any = "keep", loss_spread: Any = "keep", **units: Any) -> LossToBenchmark:
         """The same function (batch axes kept) stored in other units, e.g. to stack laws fitted on different
-        losses, whose data-set units differ."""
+        losses, whose data-set units differ; a unit not given ("keep") is kept (see `AbstractLaw.in_units`)."""
+        if units:
+            raise ValueError(f"LossToBenchmark.in_units takes its units {list(self.UNITS)}; got {sorted(units)}")
+        center = self.center if isinstance(center, str) and center == "keep" else center
+        loss_spread = self.loss_spread if isinstance(loss_spread, str) and loss_spread == "keep" else loss_spread
         return LossToBenchmark.from_params(**self.params(), monotone=self.monotone, center=center,
                                            loss_spread=loss_spread)  # fmt: skip
 

@@ -51,7 +51,7 @@ from ..laws._base import count
 from ..solver._checks import check_key
 from ._decide import VERDICTS, Decision, _outside
 from ._objective import target_weights
-from ._optimize import AscentOptions, _Ascent, _bounds, _reference_mixture, check_model_size
+from ._optimize import AscentOptions, _Ascent, _bounds, _reference_mixture, best_start, check_model_size
 
 SUPPORT_MARGIN = 0.25
 """The default support region's margin: each share's trained range is widened by this fraction of itself on each
@@ -161,8 +161,8 @@ def _optima(laws: Any, weights: Array, inputs: tuple[Array, ...], several: bool,
 
     def one(law: Any) -> tuple[Array, Array]:
         f = _LossObjective(law, weights, inputs, several)
-        r, value, _, _ = jax.vmap(lambda z: ascent.polish(f, ascent.adam(f, z)))(z0)
-        best = jnp.argmax(jnp.where(jnp.isfinite(value), value, -jnp.inf))
+        r, value, _, _ = ascent.ascend(f, z0)
+        best = best_start(value)
         return r[best], -value[best]
 
     return jax.vmap(one)(laws)

@@ -241,6 +241,16 @@ class _Ascent(eqx.Module):
         size = jnp.maximum(jnp.max(jnp.abs(grad)), jnp.finfo(r.dtype).tiny)
         return r, value, kkt, jnp.isfinite(value) & (kkt <= jnp.sqrt(jnp.finfo(r.dtype).eps) * size)
 
+    def ascend(self, f: Callable[[Array], Array], z0: Array) -> tuple[Array, Array, Array, Array]:
+        """Adam then the polish from every start [S, n] (vmapped): (r, value, KKT residual, converged) of each. The
+        ascent climbs f divided by its typical size at the starts (`score_unit`), so that its steps, Adam's epsilon
+        and the KKT rule read the same numbers whatever units f is in (a loss in nats or in micro-nats: issue 56);
+        the values returned are f's own."""
+        unit = score_unit(f, jax.vmap(self.to_mixture)(z0))
+        g = lambda r: f(r) / unit  # noqa: E731
+        r, value, kkt, converged = jax.vmap(lambda z: self.polish(g, self.adam(g, z)))(z0)
+        return r, value * unit, kkt, converged
+
     def kkt(self, r: Array, grad: Array) -> Array:
         return jnp.max(jnp.abs(r - project_capped_simplex(r + grad, self.lower, self.upper)))
 
@@ -251,14 +261,37 @@ class _Ascent(eqx.Module):
         score, data = _split(f)
         frozen = jax.lax.stop_gradient(data)
         g = lambda r: score(r, frozen)  # noqa: E731
-        r, _, kkt, converged = jax.vmap(lambda z: self.polish(g, self.adam(g, z)))(z0)
+        r, _, kkt, converged = self.ascend(g, z0)
         r_live = jax.vmap(
             lambda r, c: implicit_mixture(score, r, data, lower=self.lower, upper=self.upper, converged=c)
         )(r, converged)
         value = jax.vmap(lambda r, c: value_at_maximum(score, r, data, converged=c))(r, converged)
-        best = jnp.argmax(jnp.where(jnp.isfinite(value), jax.lax.stop_gradient(value), -jnp.inf))
+        best = best_start(jax.lax.stop_gradient(value))
         return MixtureResult(r_live[best], value[best], kkt[best], r_live, value, self.lower, self.upper,
                              converged=converged[best], starts_converged=converged)  # fmt: skip
+
+
+# Starts whose values lie within this fraction of the best one's are tied (rounding): the first of them is the pick
+TIE_RTOL = 1e-12
+
+
+def best_start(value: Array) -> Array:
+    """The index of the best start: the first whose finite value is within `TIE_RTOL` of the highest. On a face of
+    optima (a loss that reads the mixture through fewer weighted sums than it has shares) every start ends at
+    another point of equal value, and the plain argmax let rounding in the last bit choose among them, so a loss in
+    other units picked another point."""
+    finite = jnp.where(jnp.isfinite(value), value, -jnp.inf)
+    top = jnp.max(finite)
+    return jnp.argmax(finite >= top - TIE_RTOL * jnp.abs(top))
+
+
+def score_unit(f: Callable[[Array], Array], r: Array) -> Array:
+    """The typical size of a score at mixtures r [S, n]: the mean of |f| over its finite nonzero values (1 when there
+    are none), with no derivative: dividing by it makes the ascent's path the same in any units of the score."""
+    values = jax.lax.stop_gradient(jax.vmap(f)(r))
+    used = jnp.isfinite(values) & (values != 0)
+    mean = jnp.sum(jnp.where(used, jnp.abs(values), 0.0)) / jnp.maximum(jnp.sum(used).astype(values.dtype), 1.0)
+    return jnp.where(jnp.any(used), mean, jnp.ones_like(mean))
 
 
 def _split(f: Any) -> tuple[Callable[[Array, Any], Array], Any]:
