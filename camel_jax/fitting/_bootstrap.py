@@ -16,8 +16,9 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._progress import progress_bar
 from .._warn import user_stacklevel
+from ..data._checks import check_inputs, check_key, check_law_inputs, check_names, check_targets
 from ..laws._base import count, n_free_parameters
-from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_names, check_targets
+from ..laws._checks import check_inits
 from ..solver._options import FitOptions, Status
 from ..solver._shard import LANE_AXIS, lane_mesh
 from ._fit import (

@@ -24,11 +24,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._deprecated import keyword_only
 from .._warn import user_stacklevel
-from ..laws._base import UNCONVERGED_HINT, count
-from ..solver import _lbfgs as lbfgs
-from ..solver import _newton as newton
-from ..solver._checks import (
-    check_inits,
+from ..data._checks import (
     check_inputs,
     check_key,
     check_law_inputs,
@@ -37,6 +33,10 @@ from ..solver._checks import (
     design_problems,
     warn_design,
 )
+from ..laws._base import UNCONVERGED_HINT, count
+from ..laws._checks import check_inits
+from ..solver import _lbfgs as lbfgs
+from ..solver import _newton as newton
 from ..solver._implicit import implicit_solution
 from ..solver._lanes import lane_width, polish_width, run_lanes
 from ..solver._lbfgs import Solution
@@ -749,7 +749,7 @@ def is_mixture_data(value: Any) -> bool:
 def from_data(inputs: Any, y: Any, weights: Any, names: Any, targets: Any) -> tuple[Any, Any, Any, Any, Any]:
     """`(inputs, y, weights, names, targets)` of a fit: a `MixtureData` passed as `inputs` gives its arrays and names
     (the arguments given win); anything else is returned as given (`y` then required)."""
-    from ..solver._checks import named_columns
+    from ..data._checks import named_columns
     if is_mixture_data(inputs):
         data = inputs
         for given, own, what in ((names, named_columns(data.columns), "datasets"), (targets, data.targets, "targets")):
