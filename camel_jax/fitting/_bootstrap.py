@@ -19,6 +19,7 @@ from .._warn import user_stacklevel
 from ..data._checks import check_inputs, check_key, check_law_inputs, check_names, check_targets
 from ..laws._base import count, n_free_parameters
 from ..laws._checks import check_inits
+from ..solver._minimise import start_bytes, starts_side_by_side
 from ..solver._options import FitOptions, Status
 from ..solver._shard import LANE_AXIS, lane_mesh
 from ._fit import (
@@ -34,8 +35,6 @@ from ._fit import (
     random_starts,
     resolve_options,
     solve_targets,
-    start_bytes,
-    starts_side_by_side,
     warm_from_fit,
 )
 from ._identify import paper_params
