@@ -383,7 +383,7 @@ def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options, mesh=N
     Wt = (W[:, None, :] * target_weights[None]).reshape(C * T, P)
     lanes = solve_targets(lanes_starts, inputs, Y, Wt, options, per_target=True, mesh=mesh)
     best = _Best(
-        lanes.law,
+        lanes.best_value,
         lanes.take_best(lanes.objectives),
         lanes.take_best(lanes.converged),
         jnp.sum(~lanes.finite, axis=-1),

@@ -33,7 +33,7 @@ from ..data._checks import (
 )
 from ..laws._base import UNCONVERGED_HINT, count
 from ..laws._checks import check_inits
-from ..solver._minimise import Lanes, _solve_and_differentiate
+from ..solver._minimise import Solution, minimise
 from ..solver._options import FitOptions, Status
 from ..solver._residuals import fit_residuals
 from ..solver._shard import lane_mesh
@@ -464,15 +464,24 @@ def solve_targets(
     *,
     per_target: bool = False,
     mesh: Mesh | None = None,
-) -> Lanes:
+) -> Solution:
     """Fit T targets (rows of Y, W) from `starts`: a batched law [R] shared by every target, or, with `per_target`,
     [T, R] (each target its own starts). Pure and traceable: `fit_arrays`, `bootstrap` and the extrapolation
-    protocol all compile this function. `mesh`: the devices the T x R lanes are spread over (`solver._shard`)."""
+    protocol all compile this function. `mesh`: the devices the T x R lanes are spread over (`solver._shard`).
+
+    The fitting room's one call into the solver: the objective of a law on these inputs (`objective`, the
+    options' Huber loss of residuals), one problem per target (its row of Y and W, and its gradient tolerance,
+    `FitOptions.gradient_tolerance`), solved by `camel_jax.solver.minimise`."""
     if not per_target:
         params, static = eqx.partition(starts, eqx.is_array)
         shared = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (Y.shape[0],) + leaf.shape), params)
         starts = eqx.combine(shared, static)
-    return _solve_and_differentiate(starts, inputs, Y, W, options, mesh)
+
+    def target_objective(law: Any, target: tuple[Array, Array]) -> Array:
+        return objective(law, inputs, target[0], target[1], options)
+
+    tol = jax.vmap(options.gradient_tolerance)(jax.lax.stop_gradient(W))
+    return minimise(target_objective, starts, (Y, W), options, batched=True, tol=tol, points=Y.shape[-1], mesh=mesh)
 
 
 def batch_axes(law: Any, batched: Any) -> int:
@@ -677,9 +686,9 @@ def _fit_lanes(law, inputs, y, weights, key, restarts, inits, options, check_val
     if single:
         lanes = jax.tree.map(lambda leaf: leaf[0], lanes)
     return FitResult(
-        law=lanes.law,
+        law=lanes.best_value,
         objective=lanes.take_best(lanes.objectives),
-        laws=lanes.laws,
+        laws=lanes.value,
         objectives=lanes.objectives,
         converged=lanes.converged,
         n_steps=lanes.n_steps,
