@@ -191,6 +191,8 @@ if not _typing.TYPE_CHECKING:
     def __getattr__(name):
         if name == "plot":  # imported on first use, so that matplotlib stays optional
             return _importlib.import_module("camel_jax.plot")
+        if name == "solver":  # the solver, standing alone (`cj.solver.minimise`), kept off the top level's names
+            return _importlib.import_module("camel_jax.solver")
         new = _RENAMED.get(name)
         if new is None:
             return _lazy_attribute(name)

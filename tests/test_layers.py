@@ -124,3 +124,13 @@ def test_the_check_sees_hidden_imports(tmp_path):
     nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
     found = sorted(t for n in nodes for t in _resolve(PACKAGE / "fitting" / "_identify.py", n))
     assert found == ["fitting._calibrate", "fitting._fit"]
+
+
+def test_the_solver_imports_no_law_data_or_fitting_module():
+    """Issue 58: the solver stands alone (`camel_jax.solver.minimise` takes a scalar function of a pytree); the
+    laws, the data layer and fitting sit on either side of it, and it reads none of them."""
+    graph = imports()
+    reads = sorted((module, target) for module, targets in graph.items() if module.split(".")[0] == "solver"
+                   for target in targets if target.split(".")[0] in ("laws", "data", "fitting"))  # fmt: skip
+    assert reads == [], f"the solver imports a law, data or fitting module: {reads}"
+    assert {"solver._minimise", "solver._lbfgs", "solver._newton", "solver._implicit"} <= set(graph)
