@@ -35,9 +35,9 @@ from ..laws._base import UNCONVERGED_HINT, count
 from ..laws._checks import check_inits
 from ..solver._minimise import Solution, minimise
 from ..solver._options import FitOptions, Status
-from ..solver._residuals import fit_residuals
 from ..solver._shard import lane_mesh
 from ._identify import Identifiability, identifiability, paper_params
+from ._residuals import fit_residuals
 
 
 def huber(residual: Array, delta: float) -> Array:

@@ -1,7 +1,7 @@
 """`camel_jax.solver`: the solver, standing alone. `minimise(fn, starts, args, options)` minimises a scalar function
 of a pytree from a batch of starts (lockstep L-BFGS with its hand-off, the damped-Newton finish, each start until
 it meets its own stopping rule) and returns a `Solution` with every start's status; its derivatives are implicit,
-at each start's optimum. The layer also holds the options and result codes (`FitOptions`, `Status`), the residuals
+at each start's optimum. The layer also holds the options and result codes (`FitOptions`, `Status`)
 and the implicit adjoint of a maximum on the simplex. It imports no law, data or fitting module
 (tests/test_layers.py): `camel_jax.fitting` builds a law's objective on data and calls `minimise` once.
 
