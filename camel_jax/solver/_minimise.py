@@ -198,15 +198,16 @@ def _solve_lanes(
     def flat_fn(x: Array, args: Any) -> Array:
         return fn(eqx.combine(unravel(x), static), args)
 
-    # What `fn` closes over is a constant to the solver's loops (its derivatives are `differentiable_lanes`')
-    closed, consts = jax.closure_convert(flat_fn, flat[0, 0], jax.tree.map(lambda a: a[0], args))
-    consts = jax.lax.stop_gradient(consts)
-
-    def loss(x: Array, data: tuple[Any, ...]) -> Array:
-        """The objective of a lane whose problem's (args, tolerance) are `data`."""
-        return closed(x, data[0], *consts)
+    def constant_loss(X: Array, data: tuple[Any, ...]) -> Callable[[Array, Any], Array]:
+        """The objective of a lane whose problem's (args, tolerance) are `data`, with what `fn` closes over held
+        constant in the solver's loops (its derivatives are `differentiable_lanes`'). Converted where it is used
+        (inside a device's share of the lanes, `across_devices`), so that its values live on that side."""
+        closed, consts = jax.closure_convert(flat_fn, X[0], jax.tree.map(lambda a: a[0], data[0]))
+        consts = jax.lax.stop_gradient(consts)
+        return lambda x, data: closed(x, data[0], *consts)
 
     if options.prescreen is not None and options.prescreen < flat.shape[1]:
+        loss = constant_loss(flat[0], (args, None))
         values = jax.vmap(lambda xs, a: jax.vmap(lambda x: loss(x, (a, None)))(xs))(flat, args)
         _, kept = jax.lax.top_k(-jnp.where(jnp.isfinite(values), values, jnp.inf), options.prescreen)
         flat = jnp.take_along_axis(flat, kept[..., None], axis=1)
@@ -218,13 +219,15 @@ def _solve_lanes(
     width = lane_width(per_device, side_by_side, options.lanes)
     handoff = options.handoff_tolerance(flat.dtype)
     solution = across_devices(
-        lambda X, data: _in_lanes(lbfgs, loss, X, data, width, ROUND_STEPS, options.max_steps, handoff=handoff),
+        lambda X, data: _in_lanes(lbfgs, constant_loss(X, data), X, data, width, ROUND_STEPS, options.max_steps,
+                                  handoff=handoff),
         mesh, flat.reshape(T * R, d), data,
     )  # fmt: skip
     if options.polish > 0:
         newton_width = polish_width(per_device, width, options.lanes)
         solution = across_devices(
-            lambda solution, data: _finish(loss, solution, data, options.polish, points, newton_width),
+            lambda solution, data: _finish(constant_loss(solution.x, data), solution, data, options.polish, points,
+                                           newton_width),
             mesh, solution, data,
         )  # fmt: skip
     solution = jax.tree.map(lambda leaf: leaf.reshape((T, R) + leaf.shape[1:]), solution)
