@@ -4,7 +4,8 @@ Writes a synthetic table (a known tied CAMEL law, 3 datasets, 6 sizes, 0.3% nois
 `camel-jax fit --law camel-tied --resamples 8` on it in a fresh process and prints that process's peak resident
 memory, beside the baseline measured in the same run: a process that only imports camel_jax and reads the table.
 The fit keeps its memory bounded by solving its starts a few at a time on large tables
-(`fitting._fit.starts_side_by_side`) and building Newton's Hessian a few columns at a time (`solver._newton.hessian`).
+(`solver._minimise.starts_side_by_side`) and building Newton's Hessian a few columns at a time
+(`solver._newton.hessian`).
 
     python benchmarks/bench_memory.py [--rows 100000] [--resamples 8] [--restarts 32]
 """

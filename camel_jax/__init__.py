@@ -11,6 +11,8 @@ if _typing.TYPE_CHECKING:
     from . import fitting as fitting
     from . import mixture as mixture
     from . import simulate as simulate
+    from .data._containers import BenchmarkData as BenchmarkData
+    from .data._containers import MixtureData as MixtureData
     from .data._read import read_runs as read_runs
     from .fitting._bootstrap import BootstrapResult as BootstrapResult
     from .fitting._bootstrap import bootstrap as bootstrap
@@ -23,8 +25,6 @@ if _typing.TYPE_CHECKING:
     from .fitting._fit import fit_arrays as fit_arrays
     from .fitting._influence import Influence as Influence
     from .fitting._influence import influence as influence
-    from .fitting._io import BenchmarkData as BenchmarkData
-    from .fitting._io import MixtureData as MixtureData
     from .io._save import load as load
     from .io._save import read_metadata as read_metadata
     from .io._save import save as save
@@ -191,6 +191,8 @@ if not _typing.TYPE_CHECKING:
     def __getattr__(name):
         if name == "plot":  # imported on first use, so that matplotlib stays optional
             return _importlib.import_module("camel_jax.plot")
+        if name == "solver":  # the solver, standing alone (`cj.solver.minimise`), kept off the top level's names
+            return _importlib.import_module("camel_jax.solver")
         new = _RENAMED.get(name)
         if new is None:
             return _lazy_attribute(name)

@@ -19,8 +19,9 @@ from helpers import known_tied_camel, tamper
 import camel_jax as cj
 from camel_jax import cli, simulate
 from camel_jax.cli import fit as fit_command
+from camel_jax.data import _checks as data_checks
 from camel_jax.experiments._select import simplest_within
-from camel_jax.solver import _checks
+from camel_jax.laws import _checks
 
 R5 = np.random.default_rng(0).dirichlet(np.ones(5), 12)
 SIZES = np.repeat([4.0, 6.0, 8.0], 4)
@@ -337,8 +338,8 @@ def test_the_remembered_shape_check_follows_the_laws_structure_and_every_shape()
     assert _checks.output_shape(Tiled(jnp.ones(2), 2), (x,)).shape == (10,)  # another static field
     assert _checks.output_shape(Tiled(jnp.ones(2), 1), (x[:3],)).shape == (3,)  # other inputs
     with pytest.raises(ValueError, match=r"law\(\*inputs\) has shape \(10,\), not \(5,\)"):
-        _checks.check_law_inputs(Tiled(jnp.ones(2), 2), (x,))
-    _checks.check_law_inputs(Tiled(jnp.ones(3), 1), (x,))  # leaves of another shape: checked, and fine
+        data_checks.check_law_inputs(Tiled(jnp.ones(2), 2), (x,))
+    data_checks.check_law_inputs(Tiled(jnp.ones(3), 1), (x,))  # leaves of another shape: checked, and fine
 
 
 def test_bootstrap_picks_the_converged_flag_of_the_returned_start():

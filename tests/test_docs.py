@@ -15,6 +15,8 @@ import camel_jax as cj
 
 # the public namespaces with an `__all__` of their own: each of their names is documented as `camel_jax.NS.NAME`
 NAMESPACES = ("fitting", "mixture", "experiments")
+# public namespaces with an `__all__` kept off the top level's (`from camel_jax.solver import minimise`)
+OWN_PAGE = ("solver",)
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "api"
 # a list item naming parameters: "- `name`: ..." or "- `low`, `high`: ..."
 ITEM = re.compile(r"^\s*- ((?:`\w+`(?:, | and | or )?)+)(?: \([^)]*\))?:", re.M)
@@ -28,7 +30,7 @@ def _entries() -> set[str]:
 def _public() -> list[tuple[str, object]]:
     """Every public name, qualified below `camel_jax` ("fit", "experiments.backtest"), and its object."""
     top = [(name, getattr(cj, name)) for name in cj.__all__ if name not in NAMESPACES]
-    members = [(ns, name) for ns in NAMESPACES for name in getattr(cj, ns).__all__]
+    members = [(ns, name) for ns in NAMESPACES + OWN_PAGE for name in getattr(cj, ns).__all__]
     return top + [(f"{ns}.{name}", getattr(getattr(cj, ns), name)) for ns, name in members]
 
 

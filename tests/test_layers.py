@@ -2,7 +2,7 @@
 imports go round in a circle. Imports are read with `ast`, function-level and `TYPE_CHECKING` ones included, since
 a circle hidden inside a function is still a circle.
 
-The folders are the layers: laws/ at the bottom, then solver/, fitting/, mixture/, experiments/, and io/, plot/,
+The folders are the layers: laws/ at the bottom, then solver/, data/, fitting/, mixture/, experiments/, and io/, plot/,
 cli/ and the public namespaces at the edges."""
 
 import ast
@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "camel_jax"
 
-BASE, SOLVER, FITTING, MIXTURE, EXPERIMENTS, EDGES = range(6)
+BASE, SOLVER, DATA, FITTING, MIXTURE, EXPERIMENTS, EDGES = range(7)
 LAYERS = {
     "laws": BASE,  # the laws, one file each, and the registry of their names
     "_version": BASE,
@@ -20,7 +20,7 @@ LAYERS = {
     "_lazy": BASE,  # the package's names imported on first use (`import camel_jax` imports no JAX)
     "solver": SOLVER,  # options and status codes, input checks, L-BFGS, the Newton finish, the implicit adjoint
     "fitting": FITTING,  # data containers, objective, fit, bootstrap, identifiability, calibration, influence
-    "data": FITTING,  # the reader of users' tables (read_runs); beside the containers in fitting/_io.py for now
+    "data": DATA,  # the reader of users' tables (read_runs), the containers, the checks of tables and designs
     "mixture": MIXTURE,  # the pipeline, the optimal mixture, the verdict, the next runs, their table front ends
     "experiments": EXPERIMENTS,  # designs, the extrapolation protocol, law selection, simulated worlds, backtests
     # the edges: the public namespaces, save/load, pictures, the command line and its demo
@@ -124,3 +124,13 @@ def test_the_check_sees_hidden_imports(tmp_path):
     nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
     found = sorted(t for n in nodes for t in _resolve(PACKAGE / "fitting" / "_identify.py", n))
     assert found == ["fitting._calibrate", "fitting._fit"]
+
+
+def test_the_solver_imports_no_law_data_or_fitting_module():
+    """Issue 58: the solver stands alone (`camel_jax.solver.minimise` takes a scalar function of a pytree); the
+    laws, the data layer and fitting sit on either side of it, and it reads none of them."""
+    graph = imports()
+    reads = sorted((module, target) for module, targets in graph.items() if module.split(".")[0] == "solver"
+                   for target in targets if target.split(".")[0] in ("laws", "data", "fitting"))  # fmt: skip
+    assert reads == [], f"the solver imports a law, data or fitting module: {reads}"
+    assert {"solver._minimise", "solver._lbfgs", "solver._newton", "solver._implicit"} <= set(graph)

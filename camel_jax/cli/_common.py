@@ -146,7 +146,7 @@ def _check_decidable(saved: Any, path: str) -> None:
     start failed (its chosen law is non-finite), or one made on a single mixture."""
     import jax
 
-    from ..solver._checks import check_several_mixtures
+    from ..data._checks import check_several_mixtures
 
     fitted = _training_data(saved)
     if fitted is None:

@@ -111,7 +111,7 @@ class _Table:
 def _fit_columns(args: argparse.Namespace, source: Any) -> _Table:
     """The inputs of the law `args.law`, from the runs `read_table` read (a `MixtureData`; a DataFrame for a law
     of size alone); every problem is a one-line `UserError`."""
-    from ..fitting._io import MixtureData
+    from ..data._containers import MixtureData
 
     entry = law_entry(args.law)
     if not entry.mixture:
@@ -134,7 +134,7 @@ def _fit_columns(args: argparse.Namespace, source: Any) -> _Table:
 
 def _size_columns(args: argparse.Namespace, df: Any, entry: Any) -> _Table:
     """A law of size (and tokens) alone, on the table's columns."""
-    from ..fitting._io import positive_columns
+    from ..data._containers import positive_columns
 
     size = args.size or ("size" if "size" in df.columns else None)
     if size is None:
@@ -174,10 +174,10 @@ def run(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> None:
     import jax
 
+    from ..data._checks import check_several_mixtures
     from ..fitting._fit import fit
     from ..io._save import save_to
     from ..laws._registry import law_entry
-    from ..solver._checks import check_several_mixtures
 
     if getattr(args, "domains", None) is not None:
         raise UserError("--domains is now --n-domains (CAMEL's count of intrinsic domains k); --domain names the "
@@ -433,7 +433,7 @@ def _one_target(table: _Table) -> _Table:
 
 def _warn_collinear(table: _Table) -> None:
     """Say so when the tokens column is (nearly) a function of the size column."""
-    from ..solver._checks import COLLINEAR, log_correlation
+    from ..data._checks import COLLINEAR, log_correlation
 
     if table.tokens is None or table.size is None:
         return
@@ -505,7 +505,7 @@ def _file_metadata(args: argparse.Namespace, table: _Table) -> dict[str, Any]:
 def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: str) -> Any:
     """Loss against size per mixture (laws of mixture and size), else predicted against observed."""
     from .. import plot
-    from ..fitting._io import MixtureData
+    from ..data._containers import MixtureData
 
     if table.data is not None and table.data.n_targets is not None:  # every target's points, pooled
         used = np.asarray(table.weight) > 0

@@ -212,8 +212,8 @@ def _candidate_columns(
 ) -> list[str]:
     """The candidates' mixture columns, matched by name to those the fit was made on (a missing column, or an r_*
     column the fit never saw, is an error naming it), and the table checked, all before the bootstrap."""
+    from ..data._containers import MixtureData, match_mixture_columns, positive_columns
     from ..fitting._bootstrap import BootstrapResult
-    from ..fitting._io import MixtureData, match_mixture_columns, positive_columns
     from ..mixture._pipeline import Pipeline
 
     n: Any

@@ -60,7 +60,7 @@ def read_rows(df: Any, columns: dict[str, Any], saved: Any, where: str) -> tuple
     when the rows do not hold them)). A missing column is a `UserError` naming it.
 
     The one place `predict` reads rows: the reader (`read_runs`) can stand in for it."""
-    from ..fitting._io import positive_columns
+    from ..data._containers import positive_columns
 
     mixture = columns.get("mixture")
     if not mixture:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._warn import user_stacklevel
-from ..fitting._io import MIXTURE_SUM_TOLERANCE, MixtureData
+from ._containers import MIXTURE_SUM_TOLERANCE, MixtureData
 from ._formats import load
 
 # A token count (or step) asked for with `checkpoint=` must have a checkpoint within this relative distance.

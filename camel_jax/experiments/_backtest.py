@@ -45,6 +45,7 @@ import pandas as pd
 from jaxtyping import Array, ArrayLike
 
 from .._deprecated import renamed_keywords, warn_renamed
+from ..data._checks import DESIGN_WARNINGS
 from ..fitting._calibrate import warm_starts
 from ..fitting._fit import fit
 from ..laws import law_template
@@ -52,7 +53,6 @@ from ..laws._base import count
 from ..mixture._next import greedy_batch
 from ..mixture._optimize import _bounds, _quantile_level, check_model_size, optimal_mixture, robust_mixtures
 from ..mixture._pipeline import BENCHMARK_WEIGHTS, PROXY_OPTIONS, Pipeline, _rows, fit_benchmark_laws
-from ..solver._checks import DESIGN_WARNINGS
 from ._design import STRATEGIES, perturbed_mixtures, sample_design
 from ._evaluate import DMLNested, identical_rows
 from ._simulate import COOLDOWN_TOKENS, REFERENCE, World

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
-from ..solver._checks import check_key
+from ..data._checks import check_key
 
 STRATEGIES = ("rectangle", "triangle", "inverted_triangle", "diamond", "hourglass")
 

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from ..data._containers import MixtureData
 from ..fitting._fit import fit
-from ..fitting._io import MixtureData
 from ..laws import CAMEL, DML, PowerLaw
 from ..laws._base import count
 from ..laws._camel import CAPACITY_EXPONENT

@@ -22,10 +22,10 @@ import pandas as pd
 from jaxtyping import Array
 
 from .._deprecated import renamed_keywords
+from ..data._checks import DESIGN_WARNINGS
+from ..data._containers import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
 from ..fitting._fit import fit
-from ..fitting._io import MIXTURE_SUM_TOLERANCE, _column_list, _numeric, _positive_column, _require_columns
 from ..laws import law_template
-from ..solver._checks import DESIGN_WARNINGS
 from ._evaluate import DMLNested, identical_rows
 
 OBSERVED_METHODS = ("camel", "camel-free", "sodm", "dml", "size-agnostic", "best-observed", "camel-data")

@@ -12,7 +12,7 @@ import pandas as pd
 from jaxtyping import Array
 
 from .._progress import progress_bar
-from ..fitting._io import MixtureData
+from ..data._containers import MixtureData
 from ..solver._options import FitOptions, Status
 from ._evaluate import METRICS, extrapolation_error
 

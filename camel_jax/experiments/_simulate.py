@@ -25,7 +25,7 @@ import pandas as pd
 from jaxtyping import Array, ArrayLike, Float
 
 from .._deprecated import warn_renamed
-from ..fitting._io import BenchmarkData, MixtureData
+from ..data._containers import BenchmarkData, MixtureData
 
 # Paper Appendix "Details of Model Architectures": at scale index M, M layers, hidden 112 M, expert FFN width 32 M,
 # 8 routed + 1 shared experts active. Active non-embedding parameters per layer: attention 4 h^2 plus

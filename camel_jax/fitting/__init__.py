@@ -2,9 +2,9 @@
 (`objective`, `huber`, `data_template`), resample weights, the implicit derivative of a fit and its status, the
 calibration of a decision's gain, and the noise of replicated runs.
 
-The fitting layer holds the data containers, the objective, `fit` / `fit_arrays`, resampling and the bootstrap,
-identifiability, extrapolation calibration and each run's influence. It imports the laws and the solver, never
-the mixture or experiment layers."""
+The fitting layer holds the objective, `fit` / `fit_arrays`, resampling and the bootstrap,
+identifiability, extrapolation calibration and each run's influence. It imports the laws, the data layer and the
+solver, never the mixture or experiment layers."""
 
 from ..solver._implicit import DerivativeStatus as DerivativeStatus
 from ..solver._implicit import implicit_solution as implicit_solution

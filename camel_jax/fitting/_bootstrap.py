@@ -16,8 +16,10 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._progress import progress_bar
 from .._warn import user_stacklevel
+from ..data._checks import check_inputs, check_key, check_law_inputs, check_names, check_targets
 from ..laws._base import count, n_free_parameters
-from ..solver._checks import check_inits, check_inputs, check_key, check_law_inputs, check_names, check_targets
+from ..laws._checks import check_inits
+from ..solver._minimise import start_bytes, starts_side_by_side
 from ..solver._options import FitOptions, Status
 from ..solver._shard import LANE_AXIS, lane_mesh
 from ._fit import (
@@ -33,8 +35,6 @@ from ._fit import (
     random_starts,
     resolve_options,
     solve_targets,
-    start_bytes,
-    starts_side_by_side,
     warm_from_fit,
 )
 from ._identify import paper_params
@@ -383,7 +383,7 @@ def _bootstrap_chunk(starts, keys, inputs, y, target_weights, W, options, mesh=N
     Wt = (W[:, None, :] * target_weights[None]).reshape(C * T, P)
     lanes = solve_targets(lanes_starts, inputs, Y, Wt, options, per_target=True, mesh=mesh)
     best = _Best(
-        lanes.law,
+        lanes.best_value,
         lanes.take_best(lanes.objectives),
         lanes.take_best(lanes.converged),
         jnp.sum(~lanes.finite, axis=-1),

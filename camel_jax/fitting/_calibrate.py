@@ -59,8 +59,8 @@ from jax.scipy.special import betainc
 from jaxtyping import Array, ArrayLike
 
 from .._progress import progress_bar
+from ..data._checks import DESIGN_WARNINGS
 from ..laws._base import count, n_free_parameters
-from ..solver._checks import DESIGN_WARNINGS
 from ..solver._options import FitOptions
 from ._fit import FitResult, fit, from_data, is_mixture_data, resolve_options
 from ._resample import resample_weights

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ..solver._residuals import fit_residuals  # the fit's own residuals
+from ._residuals import fit_residuals  # the fit's own residuals
 
 
 class Identifiability(eqx.Module):

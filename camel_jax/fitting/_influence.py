@@ -42,9 +42,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..solver._implicit import DerivativeStatus, _hessian_parts, default_rcond, derivative_status
 from ..solver._options import FitOptions, Status
-from ..solver._residuals import fit_residuals
 from ._fit import FitResult, objective
 from ._identify import element_names
+from ._residuals import fit_residuals
 
 
 class Influence(eqx.Module):

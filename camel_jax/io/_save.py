@@ -677,7 +677,7 @@ def _check_finite(obj: Any, path: Path) -> None:
 def _check_fit_data(fitted: FitResult, where: str) -> None:
     """A fit's data as `fit` would accept them: inputs of one length P and finite, y [P] or [T, P] finite (and > 0
     under log residuals) where weighted, weights finite, >= 0 and not all zero, one name per mixture column."""
-    from ..solver._checks import _check_positive, _check_simplex, check_inputs, check_targets
+    from ..data._checks import _check_positive, _check_simplex, check_inputs, check_targets
 
     try:
         arrays = check_inputs(fitted.inputs)

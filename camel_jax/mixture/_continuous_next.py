@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array
 
+from ..data._checks import check_key
 from ..fitting._bootstrap import BootstrapResult
-from ..solver._checks import check_key
 from ._next import _law_outcomes, _MeanLoss
 from ._optimize import check_model_size, optimal_mixture
 

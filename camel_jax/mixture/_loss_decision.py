@@ -44,11 +44,11 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from .._warn import user_stacklevel
+from ..data._checks import check_key
 from ..fitting._bootstrap import BootstrapResult
 from ..fitting._calibrate import Calibration, replicate_noise
 from ..fitting._fit import FitResult, evaluate
 from ..laws._base import count
-from ..solver._checks import check_key
 from ._decide import VERDICTS, Decision, _outside
 from ._objective import target_weights
 from ._optimize import AscentOptions, _Ascent, _bounds, _reference_mixture, best_start, check_model_size

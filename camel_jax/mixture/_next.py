@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
+from ..data._checks import check_key
+from ..data._containers import MixtureData, match_mixture_columns
 from ..fitting._bootstrap import BootstrapResult
-from ..fitting._io import MixtureData, match_mixture_columns
-from ..solver._checks import check_key
 from ._optimize import _reference_mixture, check_model_size, optimal_mixture
 from ._pipeline import Pipeline, PipelineFit
 

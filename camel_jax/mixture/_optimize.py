@@ -16,9 +16,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._deprecated import renamed_keywords
 from .._warn import user_stacklevel
+from ..data._checks import check_key
 from ..fitting._calibrate import Calibration
 from ..laws._base import count
-from ..solver._checks import check_key
 from ..solver._implicit import DerivativeStatus, implicit_mixture, maximum_derivative_status, value_at_maximum
 from ._decide import Decision, decide
 from ._pipeline import Pipeline, PipelineFit

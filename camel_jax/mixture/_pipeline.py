@@ -21,6 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._deprecated import renamed_keywords, warn_renamed
 from .._warn import user_stacklevel
+from ..data._checks import check_key, check_several_mixtures, named_columns
 from ..fitting._calibrate import (
     Calibration,
     DecisionCalibration,
@@ -34,11 +35,10 @@ from ..fitting._calibrate import (
 from ..fitting._fit import FitResult, fit, resolve_options
 from ..fitting._resample import resample_weights
 from ..laws import LossToBenchmark
-from ..solver._checks import check_key, check_several_mixtures, named_columns
 from ..solver._options import FitOptions
 
 if TYPE_CHECKING:  # the data layer imports pandas; the core only reads MixtureData's arrays
-    from ..fitting._io import MixtureData
+    from ..data._containers import MixtureData
 
 # Paper Appendix "Details of Benchmark Weights", Table benchmark-weights (exactly).
 _BENCHMARK_WEIGHTS: dict[str, dict[str, float]] = {

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Array, ArrayLike
 
-from ..fitting._io import BenchmarkData
+from ..data._containers import BenchmarkData
 from ..solver._options import FitOptions
 from ._optimize import AscentOptions, check_model_size, optimal_mixture
 from ._pipeline import BenchmarkFits, Pipeline, fit_benchmark_laws

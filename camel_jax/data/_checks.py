@@ -1,12 +1,13 @@
-"""Checks of a fit's arguments and data, on the host and before any compute (`fit`, `bootstrap`).
+"""Checks of a fit's arguments and data, on the host and before any compute (`fit`, `bootstrap`): inputs, targets
+and weights, mixtures on the simplex, column names, keys, and what a design can determine.
 
 Each names the offending argument, row or parameter. `fit_arrays`, the traceable core, repeats the value checks
-with `eqx.error_if` for callers who skip these.
+with `eqx.error_if` for callers who skip these. Moved here from `solver/_checks.py` (issue 58); the checks of a law
+itself are in `camel_jax.laws._checks`.
 """
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from jaxtyping import Array, ArrayLike
 
 from .._warn import user_stacklevel
 from ..laws._base import n_free_parameters
+from ..laws._checks import check_law, output_shape
 
 
 def check_inputs(inputs: Sequence[ArrayLike], name: str = "inputs") -> tuple[Array, ...]:
@@ -104,40 +106,7 @@ def check_law_inputs(law: Any, arrays: tuple[Array, ...]) -> None:
         )
 
 
-def output_shape(law: Any, arrays: tuple[Array, ...]) -> Any:
-    """`jax.eval_shape(law, *arrays)`, remembered by the law's structure and the shapes and dtypes of its leaves and
-    of the inputs: tracing a law to its shape took 3 ms of a 32-start Chinchilla fit's 18 (after compiling), and
-    the same law is checked again at every fit of a bootstrap, a backtest or a notebook."""
-    leaves, treedef = jax.tree.flatten(law)
-    try:
-        key = (treedef, tuple(map(_spec, leaves)), tuple(map(_spec, arrays)))
-        hash(key)
-    except TypeError:  # a leaf or static field that cannot be hashed: trace it every time
-        return jax.eval_shape(law, *arrays)
-    return _output_shape(key)
-
-
-@functools.lru_cache(maxsize=512)
-def _output_shape(key: tuple) -> Any:
-    treedef, leaves, inputs = key
-    return jax.eval_shape(lambda law, *arrays: law(*arrays), jax.tree.unflatten(treedef, leaves), *inputs)
-
-
-def _spec(x: Any) -> Any:
-    """An array's shape and dtype (what its output's shape can depend on); anything else as it is."""
-    return jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x)) if hasattr(x, "shape") else x
-
-
-def check_law(law: Any, name: str = "law") -> None:
-    """A law instance, not its class."""
-    if isinstance(law, type):
-        raise TypeError(
-            f"`{name}` must be a law instance, not the class {law.__name__}: pass an instance, e.g. "
-            f"{law.__name__}.sample_init(jax.random.key(0), ...) or {law.__name__}.from_params(...)"
-        )
-
-
-# rows of a mixture may be rounded (as in tables, see camel_jax.fitting._io.MIXTURE_SUM_TOLERANCE)
+# rows of a mixture may be rounded (as in tables, see camel_jax.data._containers.MIXTURE_SUM_TOLERANCE)
 _SIMPLEX_TOLERANCE = 1e-2
 
 
@@ -163,28 +132,6 @@ def _check_positive(a: Array, name: str) -> None:
     if an.dtype.kind in "fiu" and np.any(an <= 0):
         i = int(np.argmax(np.ravel(an <= 0)))
         raise ValueError(f"`{name}` must be > 0 (it enters through its logarithm); got {np.ravel(an)[i]:g} at row {i}")
-
-
-def check_inits(law: Any, inits: Any) -> None:
-    """Starts must be laws of the template's class and structure (only leading batch axes may differ, and the units
-    a fit sets from the data, `AbstractLaw.UNITS`: warm starts from a fit carry that fit's units)."""
-    units = set(getattr(law, "UNITS", ()))
-
-    def shape_of(candidate: Any) -> dict:
-        return {k: v for k, v in candidate.structure().items() if k not in units}
-
-    if type(inits) is not type(law) or shape_of(inits) != shape_of(law):
-        raise ValueError(
-            f"`inits` must be laws of the same class and structure as `law` ({type(law).__name__} "
-            f"{law.structure()}); got {type(inits).__name__} "
-            f"{inits.structure() if hasattr(inits, 'structure') else ''}"
-        )
-    ndim = [np.ndim(leaf) for leaf in jax.tree.leaves(law)][:1]
-    if ndim and np.ndim(jax.tree.leaves(inits)[0]) <= ndim[0]:
-        raise ValueError(
-            "`inits` must be a batch of starts, with a leading axis R on every array (e.g. "
-            "`jax.tree.map(lambda a: a[None], law)` for one start, or `result.best_laws()`); got a single law"
-        )
 
 
 def check_targets(y: ArrayLike, weights: ArrayLike | None, n_points: int, log_residuals: bool) -> tuple[Array, Array]:
