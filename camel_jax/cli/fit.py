@@ -202,6 +202,8 @@ def _run(args: argparse.Namespace) -> None:
     key = jax.random.key(args.seed)
     result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts, weights=table.weight,
                  names=tuple(table.mixture) or None, targets=table.targets or None)  # fmt: skip
+    if getattr(args, "auto_ranking", None):  # auto's pick must converge on the whole table, not only held out
+        args, table, result = _auto_fallback(args, source, table, result, key)
     out = _report(args, result, table)
     if out["degenerate"]:
         out["degenerate_advice"] = _degenerate_advice(args, table, source)
@@ -398,6 +400,78 @@ def _say_choice(frame: Any, laws: dict[str, Any], how: str, tokens: bool, n_size
     print(f"--law auto: held-out MAPE, {how}{'; ' + reads if reads else ''}: {errors}; fitting {winner} on every "
           f"run: {why}")  # fmt: skip
     frame.attrs["winner"] = winner
+
+
+# `--law auto` fits the next candidate of its ranking when the final fit of its pick leaves the best start
+# unconverged or degenerate on more than this share of the targets.
+AUTO_MAX_FAILED_SHARE = 0.25
+
+
+def _failed_targets(result: Any) -> tuple[int, int, list[str]]:
+    """(the targets whose best start did not meet its stopping rule or is degenerate, the targets, the statuses of
+    the unconverged ones): a single-target fit counts as one target."""
+    import warnings
+
+    from ..solver._options import Status
+
+    best = np.atleast_1d(np.asarray(result.best_status))
+    unconverged = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
+    failed = unconverged.copy()
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        degenerate = result.degenerate()
+    if result.n_targets is None:
+        failed |= bool(degenerate)
+    else:  # keys "target {t}: {parameter}"
+        for name in degenerate:
+            failed[int(name.split(":", 1)[0].split()[1])] = True
+    labels = sorted({Status(int(code)).label for code in best[unconverged]})
+    return int(failed.sum()), int(best.size), labels
+
+
+def _auto_fallback(args: argparse.Namespace, source: Any, table: _Table, result: Any,
+                   key: Any) -> tuple[argparse.Namespace, _Table, Any]:  # fmt: skip
+    """`--law auto`'s pick, fitted on every run, with the best start unconverged or degenerate on more than
+    `AUTO_MAX_FAILED_SHARE` of the targets: the next candidates of auto's held-out ranking are fitted in turn (until
+    one is within the share) and the one with the fewest such targets is kept (the pick on a tie). One line says
+    why each is fitted and one which is kept; when none does better, the pick stays and its `problems()` say so.
+    Returns (args with the law kept, its table, its fit)."""
+    from ..fitting._fit import fit
+    from ..solver._checks import check_several_mixtures
+
+    failed, n, labels = _failed_targets(result)
+    if failed <= AUTO_MAX_FAILED_SHARE * n:
+        return args, table, result
+    pick, best = args.law, (failed, args, table, result)
+    what = f"target{'s' if n > 1 else ''}"
+    for name in [x for x in args.auto_ranking if law_entry(x).name != pick]:
+        status = f"unconverged ({', '.join(labels)}) or degenerate" if labels else "degenerate"
+        print(f"--law auto: {best[1].law}'s best start is {status} on {best[0]} of {n} {what} (more than "
+              f"{AUTO_MAX_FAILED_SHARE:.0%}); fitting {name}, the next by held-out error")  # fmt: skip
+        other = argparse.Namespace(**(vars(args) | {"law": law_entry(name).name}))
+        try:
+            other_table = _fit_columns(other, source)
+            if other_table.data is not None:
+                check_several_mixtures(other_table.data.r, other_table.data.weight, f"{args.csv}")
+            template = _law_template(other, other_table)
+        except (UserError, ValueError) as error:  # a candidate this table cannot feed in full
+            print(f"--law auto: {name} cannot be fitted on every run ({error}); skipping it")
+            continue
+        fitted = fit(template, other_table.inputs, other_table.y, key=key, restarts=args.restarts,
+                     weights=other_table.weight, names=tuple(other_table.mixture) or None,
+                     targets=other_table.targets or None)  # fmt: skip
+        count, _, other_labels = _failed_targets(fitted)
+        if count < best[0]:
+            best, labels = (count, other, other_table, fitted), other_labels
+        if best[0] <= AUTO_MAX_FAILED_SHARE * n:
+            break
+    if best[1].law == pick:
+        print(f"--law auto: no other candidate does better; keeping {pick} ({failed} of {n} {what} unconverged or "
+              "degenerate: see the problems below)")  # fmt: skip
+    else:
+        print(f"--law auto: fitting {best[1].law}: {best[0]} of {n} {what} unconverged or degenerate, against "
+              f"{failed} for {pick}")  # fmt: skip
+    return best[1], best[2], best[3]
 
 
 def _degenerate_advice(args: argparse.Namespace, table: _Table, source: Any) -> str:
