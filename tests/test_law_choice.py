@@ -56,6 +56,10 @@ def test_degenerate_parameters_names_infinite_limits_levels_and_steps():
     level = cj.PowerLaw.from_params(E=2.98e18, A=1.0, alpha=0.3)
     found = degenerate_parameters(level, (N,), y, np.ones(12))
     assert list(found) == ["E"] and "1e+06 times the targets' scale" in found["E"]
+    # any other coefficient beyond 1e6 in absolute value (DML's K[2] = 3.96e65 on a single-size table)
+    found = degenerate_parameters(cj.PowerLaw.from_params(E=2.0, A=3.96e65, alpha=0.3), (N,), y, np.ones(12))
+    assert list(found) == ["A"] and "beyond 1e+06 in absolute value" in found["A"]
+    assert degenerate_parameters(cj.PowerLaw.from_params(E=2.0, A=9e5, alpha=0.3), (N,), y, np.ones(12)) == {}
     # weights: the trained range is that of the points with weight > 0
     w = np.r_[np.ones(2), np.zeros(10)]
     assert "alpha" not in degenerate_parameters(

@@ -437,7 +437,7 @@ def _auto_fallback(args: argparse.Namespace, source: Any, table: _Table, result:
     why each is fitted and one which is kept; when none does better, the pick stays and its `problems()` say so.
     Returns (args with the law kept, its table, its fit)."""
     from ..fitting._fit import fit
-    from ..solver._checks import check_several_mixtures
+    from ..data._checks import check_several_mixtures
 
     failed, n, labels = _failed_targets(result)
     if failed <= AUTO_MAX_FAILED_SHARE * n:

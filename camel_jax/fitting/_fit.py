@@ -401,6 +401,9 @@ DEGENERATE_HINT = (
 )
 # A level (an irreducible loss) beyond this many times the targets' scale is a value the solver ran to, not a loss.
 LEVEL_LIMIT = 1e6
+# Any other coefficient (K, A, B) beyond this in absolute value is a value the solver ran to: the command line never
+# prints such a number as an estimate (issue 56).
+ESTIMATE_LIMIT = 1e6
 # A size or tokens exponent whose term changes by more than this factor across the trained range acts as a step.
 STEP_FACTOR = 1e6
 
@@ -429,11 +432,12 @@ def _exponents(law: Any) -> dict[str, tuple[int, str]]:
 def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any) -> dict[str, str]:
     """The parameter elements of one (unbatched) law that are limits, not estimates, with the reason of each.
 
-    Three kinds, each a value no extrapolation can rest on: a non-finite value (`K inf`, `C -inf`); a level (`C`,
-    `E`) beyond `LEVEL_LIMIT` times the targets' scale (`E = -2.98e18` for losses near 3); and a size or tokens
-    exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4` between sizes a
-    factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law limit are not
-    flagged: their K (infinite) and C are stand-ins for the law's finite coordinates (`CAMEL.log_limit_params`).
+    Four kinds, each a value no extrapolation can rest on: a non-finite value (`K inf`, `C -inf`); a level (`C`,
+    `E`) beyond `LEVEL_LIMIT` times the targets' scale (`E = -2.98e18` for losses near 3); any other coefficient
+    beyond `ESTIMATE_LIMIT` (1e6) in absolute value (DML's `K[2] = 3.96e65` on a single-size table); and a size or
+    tokens exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4` between
+    sizes a factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law limit are
+    not flagged: their K (infinite) and C are stand-ins for the law's finite coordinates (`CAMEL.log_limit_params`).
 
     **Arguments**:
 
@@ -466,6 +470,8 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
                 elif name in ("C", "E") and abs(v) > LEVEL_LIMIT * scale:
                     side = "above" if v > 0 else "below minus"
                     out[element] = f"{side} {LEVEL_LIMIT:.0e} times the targets' scale (a level the solver ran to)"
+                elif abs(v) > ESTIMATE_LIMIT and name not in exponents:
+                    out[element] = f"beyond {ESTIMATE_LIMIT:.0e} in absolute value (a value the solver ran to)"
                 elif name in exponents and exponents[name][0] < len(inputs):
                     position, kind = exponents[name]
                     x = np.asarray(inputs[position], dtype=float)[w]
