@@ -18,8 +18,8 @@ LAYERS = {
     "_warn": BASE,  # warnings that name the caller's line, used by every layer
     "_progress": BASE,  # the one progress bar (bootstrap, law selection)
     "_lazy": BASE,  # the package's names imported on first use (`import camel_jax` imports no JAX)
-    "solver": SOLVER,  # options and status codes, input checks, L-BFGS, the Newton finish, the implicit adjoint
-    "fitting": FITTING,  # data containers, objective, fit, bootstrap, identifiability, calibration, influence
+    "solver": SOLVER,  # minimise: options and status codes, lanes, L-BFGS, the Newton finish, the implicit adjoint
+    "fitting": FITTING,  # objective, fit, bootstrap, identifiability, calibration, influence
     "data": DATA,  # the reader of users' tables (read_runs), the containers, the checks of tables and designs
     "mixture": MIXTURE,  # the pipeline, the optimal mixture, the verdict, the next runs, their table front ends
     "experiments": EXPERIMENTS,  # designs, the extrapolation protocol, law selection, simulated worlds, backtests
