@@ -436,8 +436,8 @@ def _auto_fallback(args: argparse.Namespace, source: Any, table: _Table, result:
     one is within the share) and the one with the fewest such targets is kept (the pick on a tie). One line says
     why each is fitted and one which is kept; when none does better, the pick stays and its `problems()` say so.
     Returns (args with the law kept, its table, its fit)."""
-    from ..fitting._fit import fit
     from ..data._checks import check_several_mixtures
+    from ..fitting._fit import fit
 
     failed, n, labels = _failed_targets(result)
     if failed <= AUTO_MAX_FAILED_SHARE * n:

@@ -46,7 +46,6 @@ RMSE, the pooled ones 0.935-0.99 at 1.8-2.2x.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -64,6 +63,7 @@ from ..laws._base import count, n_free_parameters
 from ..solver._options import FitOptions
 from ._fit import FitResult, fit, from_data, is_mixture_data, resolve_options
 from ._resample import resample_weights
+from ._student import t_quantile
 
 
 class Calibration(eqx.Module):
@@ -134,16 +134,6 @@ class Calibration(eqx.Module):
         return low, high
 
 
-@functools.lru_cache(maxsize=256)  # 100 incomplete-beta calls each; decisions ask for a few (level, dof) pairs
-def t_quantile(p: float, dof: int) -> float:
-    """The p-quantile (p in (0.5, 1)) of Student's t with `dof` degrees of freedom, by bisection on its CDF
-    1 - I_{dof / (dof + t^2)}(dof / 2, 1 / 2) / 2 (I the regularized incomplete beta function)."""
-    lo, hi = 0.0, 1e3
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        cdf = 1 - 0.5 * float(betainc(dof / 2, 0.5, dof / (dof + mid**2)))
-        lo, hi = (mid, hi) if cdf < p else (lo, mid)
-    return (lo + hi) / 2
 
 
 def calibrate(

@@ -38,6 +38,7 @@ from ..solver._options import FitOptions, Status
 from ..solver._shard import lane_mesh
 from ._identify import Identifiability, identifiability, paper_params
 from ._residuals import fit_residuals
+from ._student import t_quantile
 from ._units import starts_in_data_units
 
 
@@ -328,8 +329,6 @@ class FitResult(eqx.Module):
         pred, low, high = np.asarray(self.predict(*inputs)), np.asarray(low), np.asarray(high)
         if not new_runs:
             return pred, low, high
-        from ._calibrate import t_quantile
-
         sd, dof = self.run_scatter()
         if dof < 1:
             return pred, low, high
