@@ -78,7 +78,8 @@ class AbstractLaw(eqx.Module):
         `loss_scale=1.0, size_scale=1e9`), the rest of the structure is kept. Use it to move a grid of starts built
         in raw units into the units `fit` sets from the data (`data_template`), where it is solved as well
         conditioned as random starts are. The default rebuilds the law with `from_params` from its `params()` (a
-        `ValueError` when they are not finite, e.g. at an infinite limit); a law whose `from_params` does not take its structure keywords overrides it.
+        `ValueError` when they are not finite, e.g. at an infinite limit); a law whose `from_params` does not take
+        its structure keywords overrides it.
 
         **Arguments**:
 
