@@ -31,7 +31,7 @@ from ..data._checks import (
     design_problems,
     warn_design,
 )
-from ..laws._base import UNCONVERGED_HINT, count
+from ..laws._base import UNCONVERGED_HINT, count, n_free_parameters
 from ..laws._checks import check_inits
 from ..solver._minimise import Solution, minimise
 from ..solver._options import FitOptions, Status
@@ -356,8 +356,7 @@ class FitResult(eqx.Module):
         else:
             r = np.where(w > 0, pred - safe, 0.0)
         n = (w > 0).sum(axis=1)
-        leaves = [np.size(x) for x in jax.tree.leaves(eqx.filter(self.law, eqx.is_inexact_array))]
-        params = sum(leaves) // (1 if self.n_targets is None else max(self.n_targets, 1))
+        params = n_free_parameters(self.law) // (1 if self.n_targets is None else max(self.n_targets, 1))
         dof = int(n.min()) - params
         if dof < 1:
             return (0.0 if self.n_targets is None else np.zeros(len(n))), 0
