@@ -211,3 +211,28 @@ def test_gradient_design_ascends_the_variance_removed_per_flop():
     best_random = cj.mixture.variance_reduction(q, at(random_r, out["size"].iloc[0]), 1e-3).max()
     assert out["score"].iloc[0] >= 0.9 * best_random
     assert out["sd_after"].iloc[-1] < out.attrs["sd_before"]
+
+
+def test_the_conditional_score_is_the_gaussian_conditional_variance_reduction_and_ignores_padding():
+    """_conditional_score against NumPy's conditional covariance (Schur complements of the ensemble's covariance),
+    and unchanged by the zero columns that pad the chosen outcomes to a fixed width (one compiled ascent)."""
+    from camel_jax.mixture._continuous_next import _conditional_score
+
+    rng = np.random.default_rng(3)
+    B = 40
+    base = rng.normal(size=(B, 4))
+    q, Fc, g = base[:, 0] + 0.5 * base[:, 1], base[:, 1:3] + 0.3 * base[:, [0, 0]], base[:, 3] + base[:, 0]
+    s2 = 0.05
+    S = np.cov(np.column_stack([q, Fc, g]), rowvar=False)
+    # Var(q | Fc + noise) minus Var(q | Fc + noise, g + noise): the variance of q that observing g removes
+    def conditional_var(S, observed):
+        Soo = S[np.ix_(observed, observed)] + s2 * np.eye(len(observed))
+        return S[0, 0] - S[0, observed] @ np.linalg.solve(Soo, S[observed, 0])
+
+    expected = conditional_var(S, [1, 2]) - conditional_var(S, [1, 2, 3])
+    got = float(_conditional_score(q, Fc, g, s2))
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    padded = np.column_stack([Fc, np.zeros((B, 3))])
+    np.testing.assert_allclose(float(_conditional_score(q, padded, g, s2)), expected, rtol=1e-10)
+    np.testing.assert_allclose(float(_conditional_score(q, np.zeros((B, 2)), g, s2)),
+                               S[0, 3] ** 2 / (S[3, 3] + s2), rtol=1e-10)  # fmt: skip

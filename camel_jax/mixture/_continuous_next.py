@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,18 +88,19 @@ def continuous_next_runs(
     choice = optimal_mixture(_MeanLoss(laws, M_t), n, key=key_opt)
     q = _law_outcomes(laws, jnp.asarray(choice.r)[None, :], M_t)[:, 0]
     noise2 = float(noise) ** 2 + (1e-12 * float(jnp.std(q))) ** 2
-    ascend = _make_ascend(laws, q, noise2, steps, learning_rate)
-
+    # the chosen runs' outcomes, zero-padded to `batch` columns: a constant column has no covariance with anything,
+    # so it drops out of the conditional score, and every pick of every call reuses one compiled ascent
+    Fc = jnp.zeros((q.shape[0], batch), q.dtype)
     rows: list[dict[str, Any]] = []
-    Fc = jnp.zeros((q.shape[0], 0))
     spent = 0.0
-    for k in jax.random.split(key_starts, batch):
-        best = _best_run(laws, ascend, q, Fc, noise2, sizes_arr, costs_arr, k, n, starts, decimals, spent, budget)
+    ascent = (jnp.asarray(noise2, q.dtype), jnp.asarray(learning_rate, q.dtype), steps)
+    for j, k in enumerate(jax.random.split(key_starts, batch)):
+        best = _best_run(laws, ascent, q, Fc, sizes_arr, costs_arr, k, n, starts, decimals, spent, budget)
         if best is None:
             break
         r, s, c, score, g = best[1]
         spent += c
-        Fc = jnp.concatenate([Fc, g[:, None]], axis=1)
+        Fc = Fc.at[:, j].set(g)
         rows.append({**dict(zip(names, r)), "size": s, "flops": c, "score": score, "score_per_flop": score / c})
     return _result_table(rows, q, choice)
 
@@ -111,17 +113,16 @@ def _check_sizes_costs(sizes: Sequence[float], costs: Sequence[float]) -> tuple[
     return sizes_arr, costs_arr
 
 
-def _make_ascend(laws: Any, q: Array, noise2: float, steps: int, learning_rate: float) -> Any:
-    """The jitted ascent: from logits z0 at one size, Adam on the conditional score; returns (z, score)."""
+@eqx.filter_jit
+def _ascend(laws: Any, q: Array, Fc: Array, size: Array, z0: Array, noise2: Array, learning_rate: Array,
+            steps: int) -> tuple[Array, Array]:  # fmt: skip
+    """From logits z0 [S, n] (one row per start) at one size, Adam on the conditional score; returns (z, score)."""
 
-    def outcome(z: Array, size: Array) -> Array:
-        return _law_outcomes(laws, jax.nn.softmax(z)[None, :], size[None])[:, 0]
+    def loss(z: Array) -> Array:
+        g = _law_outcomes(laws, jax.nn.softmax(z)[None, :], size[None])[:, 0]
+        return -_conditional_score(q, Fc, g, noise2)
 
-    @jax.jit
-    def ascend(Fc: Array, size: Array, z0: Array) -> tuple[Array, Array]:
-        def loss(z: Array) -> Array:
-            return -_conditional_score(q, Fc, outcome(z, size), noise2)
-
+    def one_start(z0: Array) -> tuple[Array, Array]:
         def step(carry: Any, t: Array) -> tuple[Any, None]:
             # Adam (Kingma & Ba 2015), written out: one dtype throughout (optax's bias correction mixes int32 counts)
             z, m, v = carry
@@ -135,15 +136,14 @@ def _make_ascend(laws: Any, q: Array, noise2: float, steps: int, learning_rate: 
         (z, _, _), _ = jax.lax.scan(step, (z0, jnp.zeros_like(z0), jnp.zeros_like(z0)), counts)
         return z, -loss(z)
 
-    return ascend
+    return jax.vmap(one_start)(z0)
 
 
 def _best_run(
     laws: Any,
-    ascend: Any,
+    ascent: tuple[Array, Array, int],
     q: Array,
     Fc: Array,
-    noise2: float,
     sizes_arr: np.ndarray,
     costs_arr: np.ndarray,
     k: Array,
@@ -159,11 +159,11 @@ def _best_run(
         if spent + c > budget * (1 + 1e-12):
             continue
         z0 = jnp.log(jax.random.dirichlet(jax.random.fold_in(k, int(s * 1000) % 2**31), jnp.ones(n), (starts,)))
-        z, scores = jax.vmap(ascend, in_axes=(None, None, 0))(Fc, jnp.asarray(s), z0)
+        z, scores = _ascend(laws, q, Fc, jnp.asarray(s, q.dtype), z0, *ascent)
         r = np.round(np.asarray(jax.nn.softmax(z[int(jnp.argmax(scores))])), decimals)
         r = r / r.sum()  # trainable shares
         g = _law_outcomes(laws, jnp.asarray(r)[None, :], jnp.full(1, s))[:, 0]
-        score = float(_conditional_score(q, Fc, g, noise2))
+        score = float(_conditional_score(q, Fc, g, ascent[0]))
         if best is None or score / c > best[0]:
             best = (score / c, (r, s, c, score, g))
     return best
