@@ -65,14 +65,20 @@ def mixinglaws() -> ReplayTable:
     )  # fmt: skip
 
 
-def regmix() -> ReplayTable:
-    train, test_60m, _, mixture, _ = shared_data.regmix_decision()
+def regmix(test: str = "60m", pool: int | None = None) -> ReplayTable:
+    """RegMix's 1M runs as the pool (`pool`: a random subset of that many, seed 0), scored on the 256 held-out
+    mixtures trained at 60M (`test="60m"`) or at 1M (`test="1m"`, the pool's own size)."""
+    train, test_60m, test_1m, mixture, _ = shared_data.regmix_decision()
+    if pool is not None:
+        train = train.iloc[np.sort(np.random.default_rng(0).choice(len(train), pool, replace=False))]
+    held_out = test_60m if test == "60m" else test_1m
     r = train[mixture].to_numpy(float)
-    r_test = test_60m[mixture].to_numpy(float)
+    r_test = held_out[mixture].to_numpy(float)
     return ReplayTable(
         r=r / r.sum(1, keepdims=True), size=train["size"].to_numpy(float), y=train["pile_cc_val_loss"].to_numpy(float),
         cost=cj.experiments.flops(train["size"].to_numpy(float), 1.0), r_test=r_test / r_test.sum(1, keepdims=True),
-        y_test=test_60m["pile_cc_val_loss"].to_numpy(float), size_test=6e7, names=tuple(mixture),
+        y_test=held_out["pile_cc_val_loss"].to_numpy(float), size_test=float(held_out["size"].iloc[0]),
+        names=tuple(mixture),
     )  # fmt: skip
 
 
@@ -131,28 +137,32 @@ def main() -> None:
     parser.add_argument("--methods", default="next,random," + ",".join(cj.experiments.STRATEGIES))
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
+    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets (shares of the pool)")
+    parser.add_argument("--regmix-test", default="60m", choices=("60m", "1m"), help="RegMix's held-out size")
+    parser.add_argument("--regmix-pool", type=int, default=None, help="RegMix: a random subset of its 512 runs")
     parser.add_argument("--replot", default=None, help="draw --figure from the rows of an earlier run's --out CSV")
     args = parser.parse_args()
+    fractions = tuple(float(f) for f in args.fractions.split(","))
     if args.replot:
         rows = pd.read_csv(args.replot)
         tables = rows.groupby("table", sort=False)
-        figure({name: {m: replay_curve(g, FRACTIONS, m) for m in METRICS} for name, g in tables}, args.figure)
+        figure({name: {m: replay_curve(g, fractions, m) for m in METRICS} for name, g in tables}, args.figure)
         print(f"wrote {args.figure}")
         return
     print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}")
     frames, curves = [], {}
     for name in args.tables.split(","):
         t0 = time.perf_counter()
-        table = TABLES[name]()
+        table = regmix(args.regmix_test, args.regmix_pool) if name == "regmix" else TABLES[name]()
         methods = args.methods.split(",")
         if len(np.unique(table.size)) == 1:  # one size: every static strategy is a random draw
             methods = [m for m in methods if m in ("next", "random")]
-        rows = replay(table, key=jax.random.key(0), methods=methods, fractions=FRACTIONS, repeats=args.repeats,
+        rows = replay(table, key=jax.random.key(0), methods=methods, fractions=fractions, repeats=args.repeats,
                       restarts=args.restarts, n_resamples=args.resamples, batch=args.batch,
                       log=lambda s: print(s, flush=True))  # fmt: skip
         rows = rows.assign(table=name)
         frames.append(rows)
-        curves[name] = {m: replay_curve(rows, FRACTIONS, m) for m in METRICS}
+        curves[name] = {m: replay_curve(rows, fractions, m) for m in METRICS}
         print(f"\n== {name}: {len(table.y)} pool runs, {len(table.y_test)} held out at {table.size_test:.4g}; "
               f"{args.repeats} repeats; {time.perf_counter() - t0:.0f} s")  # fmt: skip
         for metric in METRICS:

@@ -158,9 +158,13 @@ def _best_run(
     for s, c in zip(sizes_arr, costs_arr):
         if spent + c > budget * (1 + 1e-12):
             continue
-        z0 = jnp.log(jax.random.dirichlet(jax.random.fold_in(k, int(s * 1000) % 2**31), jnp.ones(n), (starts,)))
+        shares = jax.random.dirichlet(jax.random.fold_in(k, int(s * 1000) % 2**31), jnp.ones(n), (starts,))
+        z0 = jnp.log(jnp.maximum(shares, 1e-12))  # a share drawn as 0 would start at -inf logits
         z, scores = _ascend(laws, q, Fc, jnp.asarray(s, q.dtype), z0, *ascent)
-        r = np.round(np.asarray(jax.nn.softmax(z[int(jnp.argmax(scores))])), decimals)
+        scores = np.where(np.isfinite(np.asarray(scores)), np.asarray(scores), -np.inf)  # a diverged start loses
+        if not np.isfinite(scores.max()):
+            continue
+        r = np.round(np.asarray(jax.nn.softmax(z[int(np.argmax(scores))])), decimals)
         r = r / r.sum()  # trainable shares
         g = _law_outcomes(laws, jnp.asarray(r)[None, :], jnp.full(1, s))[:, 0]
         score = float(_conditional_score(q, Fc, g, ascent[0]))
