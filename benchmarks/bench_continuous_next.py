@@ -114,6 +114,15 @@ def prefix_within(costs: np.ndarray, budget: float) -> np.ndarray:
     return np.asarray(take, int)
 
 
+def train(world, r: np.ndarray, sizes: np.ndarray, key) -> pd.DataFrame:
+    """The runs (r[i], sizes[i]) trained in the world with NOISE, one table row each."""
+    if not len(r):
+        return with_mean_loss(world.runs(np.full((1, 5), 0.2), [SIZES[0]])).iloc[:0]
+    return pd.concat([with_mean_loss(world.runs(r[i : i + 1], [float(sizes[i])], noise=NOISE,
+                                                key=jax.random.fold_in(key, i))) for i in range(len(r))],
+                     ignore_index=True)  # fmt: skip
+
+
 def with_mean_loss(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(loss_mean=runs[[c for c in runs.columns if c.startswith("loss_")]].mean(axis=1))
 
@@ -121,13 +130,13 @@ def with_mean_loss(runs: pd.DataFrame) -> pd.DataFrame:
 def one_world(seed: int, args: argparse.Namespace) -> list[dict[str, float]]:
     world = simulate.make_world(jax.random.key(seed))
     key = jax.random.key(100 + seed)
-    k_design, k_seed, k_fit, k_boot, k_next, k_grad, k_train, k_static, k_pick = jax.random.split(key, 9)
+    k_design, k_seed, k_fit, k_boot, k_next, k_grad, k_train, k_static, k_pick, k_simplex = jax.random.split(key, 10)
     design = with_mean_loss(world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), SIZES,
                                        noise=NOISE, key=k_design))  # fmt: skip
     columns = [f"r_{d}" for d in world.datasets]
     full_flops = float(design["flops"].sum())
     extras = sorted(float(e) for e in args.extra.split(","))
-    slots = Slots(design, columns, args.batch)
+    slots = Slots(design, columns, 2 * args.batch)
     n_rows = len(slots.table)
     best = np.asarray(cj.optimal_mixture(_TrueMeanLoss(world, jnp.full(1, TARGET)), 5, key=k_pick).r)
 
@@ -166,24 +175,34 @@ def one_world(seed: int, args: argparse.Namespace) -> list[dict[str, float]]:
     chosen = cj.next_runs(boot, pool, budget=budget, target_size=TARGET, key=k_next, batch=args.batch,
                           replace=False, noise=noise, mixture=columns)  # fmt: skip
     next_seconds = time.perf_counter() - t0
-    # gradient-based design at the design's sizes, trained in the world
     costs = [float(design.loc[design["size"] == s, "flops"].iloc[0]) for s in SIZES]
+    # control: next_runs over random mixtures of the whole simplex at the design's sizes (what the gradient may
+    # reach), so that "gradient" vs "next_runs" separates the optimizer from the candidates' region
+    shares = np.round(np.asarray(jax.random.dirichlet(k_simplex, jnp.ones(5), (args.candidates,))), 3)
+    shares = shares / shares.sum(axis=1, keepdims=True)
+    simplex = pd.DataFrame(np.tile(shares, (len(SIZES), 1)), columns=columns).assign(
+        size=np.repeat(SIZES, len(shares)), flops=np.repeat(costs, len(shares)))
+    wide = cj.next_runs(boot, simplex, budget=budget, target_size=TARGET, key=k_next, batch=args.batch,
+                        replace=False, noise=noise, mixture=columns)  # fmt: skip
+    k_wide = jax.random.fold_in(k_train, 10_000)
+    wide_rows = slots.add(train(world, wide[columns].to_numpy(), wide["size"].to_numpy(), k_wide))
+    # gradient-based design at the design's sizes, trained in the world
     t0 = time.perf_counter()
     grad = continuous_next_runs(boot, SIZES, costs, target_size=TARGET, noise=noise, key=k_grad, batch=args.batch,
                                 budget=budget, names=columns, starts=args.starts, steps=args.steps)  # fmt: skip
     grad_seconds = time.perf_counter() - t0
-    trained = pd.concat([with_mean_loss(world.runs(grad[columns].to_numpy()[i : i + 1], [float(grad["size"].iloc[i])],
-                                                   noise=NOISE, key=jax.random.fold_in(k_train, i)))
-                         for i in range(len(grad))], ignore_index=True)  # fmt: skip
-    grad_rows = slots.add(trained)
+    grad_rows = slots.add(train(world, grad[columns].to_numpy(), grad["size"].to_numpy(), k_train))
     for level, kl in zip(extras, jax.random.split(k_static, len(extras))):
         total = SEED_SHARE + level
-        take = chosen.index.to_numpy()[prefix_within(chosen["cost"].to_numpy(float), level * full_flops)]
-        record("next_runs", total, seed_mask | mask_of(take),
-               {"predicted_removed": float(chosen["score"].to_numpy()[: len(take)].sum()), "seconds": next_seconds})
-        take = grad_rows[prefix_within(grad["flops"].to_numpy(float), level * full_flops)]
-        record("gradient", total, seed_mask | mask_of(take),
-               {"predicted_removed": float(grad["score"].to_numpy()[: len(take)].sum()), "seconds": grad_seconds})
+        take = prefix_within(chosen["cost"].to_numpy(float), level * full_flops)
+        record("next_runs", total, seed_mask | mask_of(chosen.index.to_numpy()[take]),
+               {"predicted_removed": float(chosen["score"].to_numpy()[take].sum()), "seconds": next_seconds})
+        take = prefix_within(wide["cost"].to_numpy(float), level * full_flops)
+        record("next_runs (simplex)", total, seed_mask | mask_of(wide_rows[take]),
+               {"predicted_removed": float(wide["score"].to_numpy()[take].sum())})
+        take = prefix_within(grad["flops"].to_numpy(float), level * full_flops)
+        record("gradient", total, seed_mask | mask_of(grad_rows[take]),
+               {"predicted_removed": float(grad["score"].to_numpy()[take].sum()), "seconds": grad_seconds})
         static = cj.experiments.sample_design("hourglass", design, total * full_flops, kl).astype(bool)
         record("hourglass", total, mask_of(np.flatnonzero(static)))
     record("full design", 1.0, mask_of(np.arange(len(design))))
@@ -211,7 +230,8 @@ def figure(rows: pd.DataFrame, path: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.8))
     seed = summary[summary["method"] == "seed only"]
     full = summary[summary["method"] == "full design"]
-    for method, style in (("next_runs", {"marker": "o"}), ("gradient", {"marker": "s", "color": "k", "lw": 2}),
+    for method, style in (("next_runs", {"marker": "o"}), ("next_runs (simplex)", {"marker": "v"}),
+                          ("gradient", {"marker": "s", "color": "k", "lw": 2}),
                           ("hourglass", {"marker": "^", "alpha": 0.8})):  # fmt: skip
         part = pd.concat([seed, summary[summary["method"] == method]])
         ax.plot(part["flops"], part["median"], label=method, **style)
@@ -232,14 +252,14 @@ def report(rows: pd.DataFrame) -> None:
     print("(share of the full design's FLOPs), median [mean +- s.e.] over worlds; runs: median number trained;")
     print("L1: the pick's median L1 distance to the true optimum; converged: share of fits whose best start met its")
     print("stopping rule; clean: share of fits with no `problems()` (converged, not degenerate, identifiable)")
-    print(f"  {'budget':>6s}  {'method':12s} {'FLOPs':>6s} {'runs':>5s}  {'median':>8s}  {'mean +- s.e.':>18s}  "
+    print(f"  {'budget':>6s}  {'method':19s} {'FLOPs':>6s} {'runs':>5s}  {'median':>8s}  {'mean +- s.e.':>18s}  "
           f"{'L1':>5s}  converged  clean")  # fmt: skip
     for (level, method), row in summary.iterrows():
-        print(f"  {level:6.3f}  {method:12s} {row['flops']:6.3f} {row['runs']:5.0f}  {row['median']:8.4f}  "
+        print(f"  {level:6.3f}  {method:19s} {row['flops']:6.3f} {row['runs']:5.0f}  {row['median']:8.4f}  "
               f"{row['mean']:8.4f} +- {row['sem']:6.4f}  {row['distance']:5.3f}  {row['converged']:9.2f}  "
               f"{row['clean']:5.2f}")  # fmt: skip
     full = summary.loc[(1.0, "full design"), "median"]
-    for method in ("next_runs", "gradient", "hourglass"):
+    for method in ("next_runs", "next_runs (simplex)", "gradient", "hourglass"):
         part = summary.xs(method, level="method")
         at_half = part.loc[part.index <= 0.5 + 1e-9]
         if len(at_half):
@@ -248,9 +268,11 @@ def report(rows: pd.DataFrame) -> None:
                   f"{at_half['median'].iloc[-1]:.4f}, {verdict} the full design's {full:.4f}")  # fmt: skip
     paired = rows.pivot_table(index="world", columns=["method", "level"], values="regret")
     top = max(rows.loc[rows["method"] == "gradient", "level"])
-    diff = paired[("gradient", top)] - paired[("next_runs", top)]
-    print(f"  gradient minus next_runs at budget {top:.3f}, paired by world: mean {diff.mean():.4f} +- "
-          f"{diff.std() / np.sqrt(len(diff)):.4f}; gradient lower in {(diff < 0).sum()} of {len(diff)} worlds")
+    for other in ("next_runs", "next_runs (simplex)", "hourglass", "full design"):
+        diff = paired[("gradient", top)] - paired[(other, 1.0 if other == "full design" else top)]
+        print(f"  gradient at budget {top:.3f} minus {other}, paired by world: mean {diff.mean():.4f} +- "
+              f"{diff.std() / np.sqrt(len(diff)):.4f}; gradient lower in {(diff < -1e-9).sum()}, higher in "
+              f"{(diff > 1e-9).sum()} of {len(diff)} worlds")  # fmt: skip
 
 
 def main() -> None:
@@ -261,6 +283,7 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=8)
     parser.add_argument("--restarts", type=int, default=4)
     parser.add_argument("--batch", type=int, default=24, help="at most this many runs chosen per method")
+    parser.add_argument("--candidates", type=int, default=64, help="control: random simplex mixtures per size")
     parser.add_argument("--starts", type=int, default=8, help="gradient design: ascent starts per size")
     parser.add_argument("--steps", type=int, default=150, help="gradient design: ascent steps")
     parser.add_argument("--out", default=None)

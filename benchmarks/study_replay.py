@@ -127,6 +127,17 @@ def figure(curves: dict[str, dict[str, pd.DataFrame]], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def summarize(curves: dict[str, pd.DataFrame]) -> None:
+    """Print each metric's median [10%, 90%] per method and budget, and where each method reaches the full table."""
+    for metric in METRICS:
+        curve = curves[metric]
+        cells = curve.apply(lambda c: f"{c['median']:.4g} [{c['low']:.4g}, {c['high']:.4g}]", axis=1)
+        print(f"-- {metric} (median [10%, 90%] over repeats; loss units for regret, % for error)")
+        print(cells.unstack("fraction").to_string())
+        at_least = reaches(curve, metric, metric == "spearman")
+        print(f"   smallest budget at least as good as the full table: {at_least}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tables", default="dmsl,mixinglaws,regmix")
@@ -140,14 +151,21 @@ def main() -> None:
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets (shares of the pool)")
     parser.add_argument("--regmix-test", default="60m", choices=("60m", "1m"), help="RegMix's held-out size")
     parser.add_argument("--regmix-pool", type=int, default=None, help="RegMix: a random subset of its 512 runs")
+    parser.add_argument("--seed", type=int, default=0, help="the key of every draw; repeats are numbered from "
+                        "seed x repeats, so runs with other seeds can be concatenated")  # fmt: skip
     parser.add_argument("--replot", default=None, help="draw --figure from the rows of an earlier run's --out CSV")
     args = parser.parse_args()
     fractions = tuple(float(f) for f in args.fractions.split(","))
     if args.replot:
         rows = pd.read_csv(args.replot)
-        tables = rows.groupby("table", sort=False)
-        figure({name: {m: replay_curve(g, fractions, m) for m in METRICS} for name, g in tables}, args.figure)
-        print(f"wrote {args.figure}")
+        curves = {}
+        for name, group in rows.groupby("table", sort=False):
+            curves[name] = {m: replay_curve(group, fractions, m) for m in METRICS}
+            print(f"\n== {name}: {group['repeat'].nunique()} repeats")
+            summarize(curves[name])
+        if args.figure:
+            figure(curves, args.figure)
+            print(f"wrote {args.figure}")
         return
     print(f"camel-jax {cj.__version__}, jax {jax.__version__}, devices {jax.devices()}")
     frames, curves = [], {}
@@ -157,20 +175,15 @@ def main() -> None:
         methods = args.methods.split(",")
         if len(np.unique(table.size)) == 1:  # one size: every static strategy is a random draw
             methods = [m for m in methods if m in ("next", "random")]
-        rows = replay(table, key=jax.random.key(0), methods=methods, fractions=fractions, repeats=args.repeats,
+        rows = replay(table, key=jax.random.key(args.seed), methods=methods, fractions=fractions, repeats=args.repeats,
                       restarts=args.restarts, n_resamples=args.resamples, batch=args.batch,
                       log=lambda s: print(s, flush=True))  # fmt: skip
-        rows = rows.assign(table=name)
+        rows = rows.assign(table=name, repeat=rows["repeat"] + args.seed * args.repeats)
         frames.append(rows)
         curves[name] = {m: replay_curve(rows, fractions, m) for m in METRICS}
         print(f"\n== {name}: {len(table.y)} pool runs, {len(table.y_test)} held out at {table.size_test:.4g}; "
               f"{args.repeats} repeats; {time.perf_counter() - t0:.0f} s")  # fmt: skip
-        for metric in METRICS:
-            wide = curves[name][metric]["median"].unstack("fraction")
-            print(f"-- {metric} (median over repeats; loss units for regret, % for error)")
-            print(wide.round(4).to_string())
-            at_least = reaches(curves[name][metric], metric, metric == "spearman")
-            print(f"   smallest budget at least as good as the full table: {at_least}")
+        summarize(curves[name])
         if args.out:
             pd.concat(frames).to_csv(args.out, index=False)
     if args.figure:

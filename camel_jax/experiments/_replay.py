@@ -63,10 +63,20 @@ class _Fitter:
         self.template = law_template(law, jax.random.key(0), n_datasets=table.r.shape[1], n_domains=3,
                                      tokens=False, size_scale=scale)  # fmt: skip
         self.inputs = (np.asarray(table.r), np.asarray(table.size, float))
+        self.seconds = {"fit": 0.0, "bootstrap": 0.0, "next_runs": 0.0}  # wall-clock time spent in each, for the log
+        self.calls = {"fit": 0, "bootstrap": 0, "next_runs": 0}
+
+    def _timed(self, what: str, start: float) -> None:
+        self.seconds[what] += time.perf_counter() - start
+        self.calls[what] += 1
 
     def fit(self, mask: np.ndarray, key: Array) -> Any:
-        return fit(self.template, self.inputs, self.table.y, weights=mask.astype(float), key=key,
-                   restarts=self.restarts, names=self.table.names)  # fmt: skip
+        start = time.perf_counter()
+        result = fit(self.template, self.inputs, self.table.y, weights=mask.astype(float), key=key,
+                     restarts=self.restarts, names=self.table.names)  # fmt: skip
+        jax.block_until_ready(result.law)
+        self._timed("fit", start)
+        return result
 
     def score(self, result: Any) -> dict[str, float]:
         t = self.table
@@ -86,11 +96,16 @@ class _Fitter:
         w = mask.astype(float)
         residual = np.asarray(t.y) - np.asarray(result.predict(*self.inputs))
         noise = float(np.sqrt(np.average(residual**2, weights=w)))
+        start = time.perf_counter()
         boot = bootstrap(result.law, self.inputs, t.y, key=key, n_resamples=self.n_resamples,
-                         inits=result.best_laws(4), weights=w, progress=False)  # fmt: skip
+                         inits=result.best_laws(min(4, self.restarts)), weights=w, progress=False)  # fmt: skip
+        jax.block_until_ready(boot.laws)
+        self._timed("bootstrap", start)
+        start = time.perf_counter()
         candidates = t.frame()[~mask.astype(bool)]
         chosen = next_runs(boot, candidates, budget=budget, target_size=t.size_test, key=key, batch=batch,
                            replace=False, noise=noise, mixture=list(t.names))  # fmt: skip
+        self._timed("next_runs", start)
         return chosen.index.to_numpy()
 
 
@@ -165,7 +180,8 @@ def replay(
                         continue
                     record(method, repeat, f, mask, fitter.fit(mask, k_fit))
             if log is not None:
-                log(f"  repeat {repeat} {method}: {time.perf_counter() - t0:.1f} s")
+                spent = ", ".join(f"{w} {fitter.seconds[w]:.1f} s / {fitter.calls[w]}" for w in fitter.seconds)
+                log(f"  repeat {repeat} {method}: {time.perf_counter() - t0:.1f} s (so far, time / calls: {spent})")
     return pd.DataFrame(rows, columns=list(REPLAY_COLUMNS))
 
 
