@@ -29,7 +29,7 @@ from ._next import _law_outcomes, _MeanLoss
 from ._optimize import check_model_size, optimal_mixture
 
 
-def _conditional_score(q: Array, Fc: Array, g: Array, noise2: float) -> Array:
+def _conditional_score(q: Array, Fc: Array, g: Array, noise2: float | Array) -> Array:
     """The variance of q that observing g (noise variance noise2) removes, given the chosen outcomes Fc [B, k]."""
     B = q.shape[0]
     Z = jnp.concatenate([q[:, None], Fc, g[:, None]], axis=1)
@@ -161,10 +161,10 @@ def _best_run(
         shares = jax.random.dirichlet(jax.random.fold_in(k, int(s * 1000) % 2**31), jnp.ones(n), (starts,))
         z0 = jnp.log(jnp.maximum(shares, 1e-12))  # a share drawn as 0 would start at -inf logits
         z, scores = _ascend(laws, q, Fc, jnp.asarray(s, q.dtype), z0, *ascent)
-        scores = np.where(np.isfinite(np.asarray(scores)), np.asarray(scores), -np.inf)  # a diverged start loses
-        if not np.isfinite(scores.max()):
+        finite = np.where(np.isfinite(np.asarray(scores)), np.asarray(scores), -np.inf)  # a diverged start loses
+        if not np.isfinite(finite.max()):
             continue
-        r = np.round(np.asarray(jax.nn.softmax(z[int(np.argmax(scores))])), decimals)
+        r = np.round(np.asarray(jax.nn.softmax(z[int(np.argmax(finite))])), decimals)
         r = r / r.sum()  # trainable shares
         g = _law_outcomes(laws, jnp.asarray(r)[None, :], jnp.full(1, s))[:, 0]
         score = float(_conditional_score(q, Fc, g, ascent[0]))
