@@ -89,6 +89,9 @@ def main() -> None:
         label = "measured" if len(singles) == len(domains) else f"EXTRAPOLATED from {len(singles)} measured calls"
         print(f"single-target calls: {each:.2f} s each after compile (first call {singles_first:.1f} s); "
               f"{len(domains)} calls: {total:.1f} s ({label})")  # fmt: skip
+        ordered = sorted(singles)
+        print(f"single-target calls after compile: min {ordered[0]:.1f} s, median {ordered[len(ordered) // 2]:.1f} s, "
+              f"max {ordered[-1]:.1f} s (a fit's steps depend on its target: one hard target can be most of the sum)")
         print(f"ratio: the {len(domains)} single-target calls take {total / together:.2f}x the one call ({label})")
 
 
