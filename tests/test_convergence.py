@@ -78,6 +78,7 @@ def test_the_best_objective_is_the_long_runs(design, point):
     np.testing.assert_allclose(float(point.objective), float(long.objective), rtol=1e-8)
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 13 s
 def test_a_warm_refit_on_the_same_data_reproduces_the_point(design, point):
     r, M, y = design
     warm = jax.tree.map(lambda leaf: leaf[None], point.law)
@@ -144,6 +145,7 @@ def test_an_unconverged_fit_warns_and_throw_raises(design):
         cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=4, options=short, throw=True)
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 12 s of fits for one message
 def test_an_unconverged_camel_data_without_tokens_names_its_own_fix(design):
     """CAMELData without tokens has a cause of its own for unconverged starts (flat valleys along which its data and
     capacity terms trade): its warning says so and what to do; with tokens it gives the general advice."""
@@ -308,6 +310,8 @@ def test_a_format_4_sodm_file_loads_in_the_log_chart_as_the_same_function(name, 
     assert cj.load(cj.save(short, tmp_path / "linear.npz")).law.mixture_chart == "linear"
 
 
+# SODMJoint's programs compile for 15-45 s; format 2's SODMJoint file loads in CI
+@pytest.mark.slow  # the suite's budget (issue 57)
 def test_a_format_7_sodm_joint_file_loads_in_the_roots_chart_as_the_same_function(tmp_path):
     """Files written before SODMJoint's `coefficient_chart` (format 7; tests/data, written once by the previous
     main's code: 4 starts, with tokens, a zero weight included) hold the "roots" chart, then the only one: they load

@@ -102,6 +102,7 @@ def test_full_grid_reaches_the_prescreened_optimum(epoch_fit, epoch_full_fit):
         np.testing.assert_allclose(result.law.params()[name], value, rtol=1e-4, err_msg=name)
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 11 s; the prescreened fit and its parameters stay in CI
 def test_warm_started_bootstrap_standard_errors_near_epochs(epoch_fit):
     inputs, result = epoch_fit
     warm = jax.tree.map(lambda a: a[np.argsort(np.asarray(result.objectives))[:4]], result.laws)

@@ -473,6 +473,7 @@ def test_plain_residuals_are_a_fraction_of_the_targets_so_their_units_do_not_cha
     assert predictions[1e3] == pytest.approx(predictions[1e-3], rel=1e-6)
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 12 s: a benchmark fit and a CAMEL fit
 def test_warnings_name_the_callers_line_however_deep_they_arise():
     # a fixed stacklevel named a line inside camel_jax whenever a fit was called by another function of the package
     # (fit_benchmarks -> fit_at_center -> fit): every warning now names the first frame outside the package
