@@ -15,18 +15,16 @@ import pytest
 # workers, notebook kernels and command-line subprocesses. An unknown flag aborts XLA, so a flag is set only when a
 # probe process accepts it (a future jaxlib may drop it), and never over a flag of the same name the user set.
 FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
-# Most test modules compile many small programs and run each briefly; a few (RUN_BOUND below, and the notebooks)
-# run long batched programs. Without LLVM's optimization of the generated code (backend optimization level 0) the
-# fit program above compiles in 2.3 s instead of 6.9 s and runs in 1.30 s instead of 0.37 s, with the same objective
-# to 1e-14 relative; whole modules measured: test_fit 204 -> 104 s, test_implicit 120 -> 35 s, but test_backtest
-# 246 -> 381 s and notebook 08 178 -> 241 s. So under `-n 2 --dist load` the second worker (gw1) compiles so and
-# prefers the compile-bound modules, the first (gw0) keeps XLA's optimization and prefers the run-bound ones, and
-# notebook kernels always keep it (`test_notebooks.py` drops the flag from their environment). Either worker takes
-# any module when its own kind is used up, and every test passes at either level (the suite was run whole at
-# level 0; the three tests that failed there, on a program's last bits, were mended and pass at both). A user's
-# programs, `make test-all` and a run without xdist keep XLA's defaults but for FAST_COMPILE.
+# The default suite's tests compile many small programs and run each briefly (its long-running studies are marked
+# slow: `make test-all`). Without LLVM's optimization of the generated code (backend optimization level 0) the fit
+# program above compiles in 2.3 s instead of 6.9 s and runs in 1.30 s instead of 0.37 s, with the same objective to
+# 1e-14 relative; whole modules measured: test_fit 204 -> 104 s, test_implicit 120 -> 35 s (but the run-bound
+# test_backtest 246 -> 381 s and notebook 08 178 -> 241 s). So every xdist worker (`-n 2`, what `make test` runs)
+# compiles so, and notebook kernels keep XLA's optimization (`test_notebooks.py` drops the flag from their
+# environment: they run long batched programs). Every default test passes at either level; one slow test needs the
+# optimization (tied CAMEL's anchor test in test_convergence: at level 0 a start of one world ends at the step cap).
+# A user's programs, `make test-all` and a run without xdist keep XLA's defaults but for FAST_COMPILE.
 UNOPTIMIZED = "--xla_backend_optimization_level=0"
-UNOPTIMIZED_WORKER = "gw1"
 
 
 def _with_flags(flags: str, wanted: list[str]) -> str:
@@ -46,7 +44,7 @@ def _with_flags(flags: str, wanted: list[str]) -> str:
 
 def _fast_compile() -> None:
     wanted = [FAST_COMPILE]
-    if os.environ.get("PYTEST_XDIST_WORKER") == UNOPTIMIZED_WORKER:  # set by xdist before this file is imported
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # set by xdist before this file is imported
         wanted.append(UNOPTIMIZED)
     os.environ["XLA_FLAGS"] = _with_flags(os.environ.get("XLA_FLAGS", ""), wanted)
 
@@ -108,22 +106,13 @@ def _release_compiled_programs():
 # its own unit. The heaviest units are handed out first, so that no worker is left alone with one at the end.
 NOTEBOOKS = "tests/test_notebooks.py::test_notebook_asserts_its_results["
 HEAVY_FIRST = [
-    NOTEBOOKS + "08_", NOTEBOOKS + "09_", NOTEBOOKS + "05_", "tests/test_calibrate.py", "tests/test_backtest.py",
-    "tests/test_demo_figures.py", NOTEBOOKS + "01_", NOTEBOOKS + "03_", NOTEBOOKS + "04_", "tests/test_readme.py",
-    "tests/test_bad_input.py", "tests/test_fit.py", "tests/test_convergence.py", "tests/test_experience.py",
-    "tests/test_identify.py",
+    NOTEBOOKS + "08_", NOTEBOOKS + "09_", NOTEBOOKS + "05_", NOTEBOOKS + "01_", NOTEBOOKS + "03_", NOTEBOOKS + "04_",
+    "tests/test_bad_input.py", "tests/test_fit.py", "tests/test_convergence.py", "tests/test_laws.py",
+    "tests/test_mixture_gradient.py", "tests/test_calibrate.py", "tests/test_loss_decision.py",
+    "tests/test_implicit.py",
+    "tests/test_influence.py", "tests/test_loop.py", "tests/test_read.py", "tests/test_identify.py",
+    "tests/test_devices.py",
 ]  # fmt: skip
-
-
-# Units that spend most of their time running long batched programs, not compiling: gw0 (optimized) prefers them.
-# test_convergence goes there too: its tied-CAMEL anchor test ends at the step cap without LLVM's optimization
-# (measured on the commit before this session's merges as on today's main: at optimization level 0 the best start
-# of world 7 or 12 reaches MAX_STEPS), so it needs the optimized worker; a program that converges only at one
-# optimization level is open work (see the closing note of this stop).
-RUN_BOUND = (
-    "tests/test_backtest.py", "tests/test_calibrate.py", "tests/test_pipeline.py", "tests/test_demo_figures.py",
-    "tests/test_convergence.py",
-)  # fmt: skip
 
 
 def _unit(nodeid: str) -> str:
@@ -152,20 +141,6 @@ def pytest_xdist_make_scheduler(config, log):
     class ByUnit(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _unit(nodeid)
-
-        def _assign_work_unit(self, node) -> None:
-            """xdist's, but the first unit of the node's kind goes first (see UNOPTIMIZED): a notebook suits
-            either worker, a RUN_BOUND module the optimized one, any other the unoptimized one; the queue's first
-            unit when none of its kind is left."""
-            unoptimized = node.gateway.id == UNOPTIMIZED_WORKER
-
-            def suits(unit: str) -> bool:
-                return unit.startswith(NOTEBOOKS) or (unit in RUN_BOUND) != unoptimized
-
-            chosen = next((unit for unit in self.workqueue if suits(unit)), None)
-            if chosen is not None:
-                self.workqueue.move_to_end(chosen, last=False)
-            super()._assign_work_unit(node)
 
     return ByUnit(config, log)
 

@@ -25,6 +25,7 @@ def reports():
     return [simulate.realism(w, key=jax.random.key(0)) for w in worlds]
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 8 simulated worlds' realism (57 s, shared by the next two)
 def test_default_world_losses_spread_like_real_data_and_do_not_vanish_with_size(reports):
     at_10 = np.concatenate([rep["loss_spread"][10.0] for rep in reports])
     assert 5.0 <= np.median(at_10) <= 40.0
@@ -35,6 +36,7 @@ def test_default_world_losses_spread_like_real_data_and_do_not_vanish_with_size(
         assert np.all(shrink >= 1.0)  # capacity still helps: effects shrink a little, as in the real data
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the 8 worlds' realism fixture
 def test_default_world_decision_is_worth_making(reports):
     spread = np.array([rep["score_spread"]["balanced"] for rep in reports])
     gain = np.array([rep["gain"]["balanced"] for rep in reports])
@@ -43,6 +45,7 @@ def test_default_world_decision_is_worth_making(reports):
     assert np.all(gain > 0)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the 8 worlds' realism fixture
 def test_weightings_disagree_and_the_optimum_moves_with_size(reports):
     for rep in reports:
         optima = rep["optima"]
@@ -53,6 +56,7 @@ def test_weightings_disagree_and_the_optimum_moves_with_size(reports):
     assert np.median(moved) > 0.05, moved
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 28 s: every world family
 def test_zoo_families_and_heteroscedastic_noise():
     key = jax.random.key(3)
     r = jnp.asarray(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2))
@@ -126,6 +130,7 @@ def test_repeats_are_paired_and_budgets_respected():
     assert np.all(table.loc[table["budget"] == full, "n_runs"] == 66)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 56 s of backtest fits
 def test_one_compile_per_method_across_repeats_and_budgets():
     world = simulate.make_world(jax.random.key(0))
     full = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0,
@@ -139,6 +144,7 @@ def test_one_compile_per_method_across_repeats_and_budgets():
     assert len(table) == 8 and np.all(np.isfinite(table["regret"]))
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 40 s: two backtest worlds
 def test_a_new_world_reuses_every_compiled_program():
     # worlds 2 and 3 put their validation losses at other centers (3 and 4 nats, in other orders): the
     # loss-to-benchmark fits run at center 0 and the pipelines hold their laws without one, so the second world
@@ -161,6 +167,7 @@ def test_a_new_world_reuses_every_compiled_program():
     assert len(table) == 2 and np.all(np.isfinite(table["regret"]))
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 43 s: three backtests
 def test_resampled_bands_and_robust_picks_keep_the_design_and_add_one_program():
     world = simulate.make_world(jax.random.key(0))
     kw = dict(key=jax.random.key(0), repeats=2, restarts=2, max_shift=0.2)
@@ -207,6 +214,7 @@ def test_bad_arguments_are_named_before_any_compute():
         cj.experiments.backtest(world, ["camel"], key=key, n_resamples=4, level=95)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 54 s: adaptive rounds of fits
 def test_adaptive_strategy_grows_its_seed_within_budget_and_repeats_under_a_key():
     world = simulate.make_world(jax.random.key(0))
     full = world.runs(cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2), [4.0, 5.0, 6.0, 7.0, 8.0,

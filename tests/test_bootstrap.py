@@ -160,6 +160,7 @@ SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # suite budget (issue 57): 30 s; test_devices runs fit, bootstrap and calibration on 4 devices in CI
 def test_sharded_bootstrap_equals_one_device():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", SHARDED], capture_output=True, text=True, env=env, timeout=600)

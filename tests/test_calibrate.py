@@ -132,6 +132,7 @@ def test_a_cell_without_a_targets_points_does_not_dilute_its_kappas():
     assert np.all(none[0] == 0) and np.all(none[1] == 0)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 18 s of fits
 def test_pooled_kappas_are_read_with_the_pooled_degrees_of_freedom():
     # A known answer: errors past the data d * a, a ~ N(0, k^2) drawn afresh per (target, cell), no noise and no
     # bootstrap spread, every cell at one distance. Then kappa_hat^2 ~ k^2 chi2_n / n over n cells, and a new
@@ -161,6 +162,7 @@ def test_pooled_kappas_are_read_with_the_pooled_degrees_of_freedom():
 
 # the drifting target is no CAMEL: some of its 2-size folds' resamples stop at the step cap (warned); the claims
 # below compare calibrations built on the very same fold fits, whatever those are
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 34 s of fits; the pooled moments are tested exactly above
 @pytest.mark.filterwarnings("ignore::camel_jax.FitWarning")
 def test_calibrating_targets_together_pools_their_kappas_on_log_residuals():
     law = known_tied_camel()
@@ -255,6 +257,7 @@ def test_calibration_widens_only_what_extrapolates_badly():
     assert np.mean(widen["bad"]) > 1.5 * np.mean(widen["good"]) and np.mean(widen["bad"]) > 2.5, widen
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 24 s of fits before each refusal
 def test_calibration_refuses_designs_it_cannot_hold_out_from():
     law = known_tied_camel()
 
@@ -323,6 +326,8 @@ def test_the_verdict_says_improves_only_when_the_draws_agree():
     assert outside.verdict == "not resolved" and "dataset 0" in outside.reason and "train runs there" in outside.line()
 
 
+# 26 s; the verdict's rule is tested by test_the_verdict_says_improves_only_when_the_draws_agree
+@pytest.mark.slow  # suite budget (issue 57)
 def test_optimal_mixture_gives_the_verdict_for_a_reference():
     pipe = make_pipeline(batch=6)
     ref = np.array([0.2, 0.3, 0.5])
@@ -360,6 +365,8 @@ def small_pipeline_fit():
                                                                                calibrate=False, **kw)  # fmt: skip
 
 
+# a calibrated pipeline fit (150 s, shared with the save/load and tamper tests below)
+@pytest.mark.slow  # suite budget (issue 57)
 def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
     fits, two, one = small_pipeline_fit
     for b in ("mmlu", "gsm8k"):
@@ -391,6 +398,7 @@ def test_fit_pipeline_resamples_both_stages_and_calibrates(small_pipeline_fit):
     assert (d.verdict == "improves") == (d.reason == "")
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the calibrated pipeline fixture (150 s)
 def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_pipeline_fit, tmp_path, capsys):
     from camel_jax import cli
 
@@ -429,6 +437,7 @@ def test_a_saved_pipeline_fit_keeps_its_verdict_through_load_and_the_cli(small_p
     np.testing.assert_allclose(pd.read_csv(tmp_path / "next.csv")["sd_after"], chosen["sd_after"], rtol=1e-12)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the calibrated pipeline fixture (150 s)
 def test_a_pooled_calibration_survives_save_and_load(small_pipeline_fit, tmp_path):
     import dataclasses
 
@@ -456,6 +465,8 @@ def _leaf_index(fitted, pick):
         ("resamples", "resamples must be whole counts"),
     ],
 )
+# the calibrated pipeline fixture (150 s); tampered plain fits are refused in test_bad_input
+@pytest.mark.slow  # suite budget (issue 57)
 def test_load_refuses_a_tampered_pipeline_fit(small_pipeline_fit, tmp_path, case, match):
     _, two, _ = small_pipeline_fit
     src = cj.save(two, tmp_path / "fit.npz")
@@ -773,6 +784,7 @@ def test_replicate_noise_is_the_pooled_scatter_of_repeated_runs():
     assert cj.fitting.replicate_noise(r, size, values, used)[1] == 3
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 28 s of fits; replicate_noise is tested exactly below
 def test_repeated_runs_set_the_noise_floor():
     world = simulate.make_world(jax.random.key(0))
     mixtures = cj.experiments.perturbed_mixtures(simulate.REFERENCE, 0.2)[:5]
@@ -835,6 +847,7 @@ def test_a_decision_needs_two_runs_in_a_held_out_size():
         assert _decision_calibration(np.zeros((1, 4)), np.ones(4), held, 0.01, np.ones(4, bool), False, None) is None
 
 
+@pytest.mark.slow  # suite budget (issue 57): 25 s of calibration fits; the bar itself is tested on the bootstrap
 def test_calibration_draws_a_bar_over_its_folds_on_a_terminal_only(monkeypatch):
     # 4 sizes: the default 2 folds, one bar step each, on stderr; nothing when stderr is a file or a pipe
     class Terminal(io.StringIO):

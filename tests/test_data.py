@@ -182,6 +182,7 @@ def test_benchmark_data_validates_and_exposes_inputs():
         cj.BenchmarkData([[3.1, 1.2]], [0.4], weight=[-1.0])
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 10 s: a fit program for one warning
 def test_too_few_points_warns_and_recommends_tying():
     data = build(frame())
     law = cj.CAMEL.sample_init(__import__("jax").random.key(0), n_datasets=3, n_domains=2)

@@ -48,6 +48,7 @@ def band_problems(fig, runs_at_size, width_factor=3.0, min_inside=0.8):
     return problems
 
 
+@pytest.mark.slow  # suite budget (issue 57): the demo at CI size (126 s, shared by this module's demo tests)
 def test_demo_runs_offline_and_beats_the_reference(demo_quick):
     tmp_path, numbers = demo_quick
     scores = numbers["scores"]  # each mixture scored by the simulator's true score: exact, no noise
@@ -62,6 +63,7 @@ def test_demo_runs_offline_and_beats_the_reference(demo_quick):
     assert len(list(tmp_path.glob("*.png"))) == 4
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_world_offers_a_decision_worth_making(demo_quick):
     _, numbers = demo_quick
     setup = numbers["setup"]
@@ -88,6 +90,7 @@ def runs_by_size(runs, values):
     return {float(s): values[runs["size"].to_numpy() == s] for s in np.unique(runs["size"])}
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_score_band_holds_the_runs_and_is_narrow(demo_quick):
     out, numbers = demo_quick
     setup, fig = numbers["setup"], numbers["figures"]["decision_score_vs_size.png"]
@@ -102,6 +105,7 @@ def test_score_band_holds_the_runs_and_is_narrow(demo_quick):
     assert "accuracy points" in d["ylabel"] and "size" in d["xlabel"]
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_the_old_proxy_loss_figure_fails_the_band_check(demo_quick):
     """The demo's old figure drew the two-stage resamples' proxy losses around the full-data proxy losses: each
     resample's proxy k_b . L follows its own refitted benchmark law (another scale), so the band was of a different
@@ -117,6 +121,7 @@ def test_the_old_proxy_loss_figure_fails_the_band_check(demo_quick):
     assert plot.drawn(old)["legend"] == ["mixture 0", "mixture 1", "mixture 2", "mixture 5"]  # the old legend
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_predicted_vs_observed_lie_near_the_diagonal(demo_quick):
     _, numbers = demo_quick
     for name in ("benchmark_predicted_vs_observed.png", "gadre_hellaswag_predicted_vs_observed.png"):
@@ -128,6 +133,7 @@ def test_predicted_vs_observed_lie_near_the_diagonal(demo_quick):
         assert d["xlabel"] == "observed accuracy" and d["ylabel"] == "predicted accuracy"
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_legends_name_what_is_drawn(demo_quick):
     _, numbers = demo_quick
     setup, figures = numbers["setup"], numbers["figures"]
@@ -145,6 +151,7 @@ def test_legends_name_what_is_drawn(demo_quick):
     assert score[0] == "reference" and any(label.startswith("pick") for label in score)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture and four CLI calls (172 s)
 def test_the_printed_commands_run_on_the_demos_csv(demo_quick, tmp_path, capsys):
     """The three commands the demo prints for a user's own CSV work on the CSV it wrote (fewer restarts and
     resamples, to keep the test short; in a copy of its folder, which the other tests read)."""
@@ -170,6 +177,7 @@ def summary_shape(text):
     return re.sub(r"[+-]?\d+(\.\d+)?", "#", text)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_readme_quotes_the_demos_summary(demo_quick):
     out, numbers = demo_quick
     block = re.search(r"<!-- demo-summary -->\n(.*?)<!-- /demo-summary -->", README.read_text(), flags=re.S)
@@ -207,6 +215,7 @@ def test_a_stage_counts_its_fits_warnings_into_its_line(capsys):
     assert len(picked) == 1 and picked[0].rstrip().endswith("picked")  # nothing left over for the next stage
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): the demo fixture (126 s)
 def test_the_demo_reports_its_unconverged_fits(demo_quick):
     """No unconverged fit goes unreported: the point fit's unconverged proxy losses are among the mixture stage's
     count (which also holds the resampled refits')."""

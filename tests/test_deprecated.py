@@ -168,6 +168,7 @@ def _old_uniform(runs, *, objective, target_size, key):
     return np.full(5, 0.2)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 8 s: a backtest
 def test_backtest_objective_keyword_and_old_callables():
     world = simulate.make_world(jax.random.key(1))
     kw = dict(key=KEY, repeats=1)

@@ -65,6 +65,7 @@ def test_true_law_extrapolates_exactly_and_repeats_compile_once():
     assert len(table) == 6 and table["error"].max() < 1e-3  # percent
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 11 s
 def test_dml_nested_skips_mixtures_with_fewer_than_three_sizes():
     _, data = camel_world_data()
     masks = cj.experiments.training_masks(data, SIZES, n_points=42, repeats=1, key=jax.random.key(0))
@@ -77,6 +78,7 @@ def test_dml_nested_skips_mixtures_with_fewer_than_three_sizes():
     assert np.isfinite(table["error"]).all() and table["error"].iloc[0] < 5.0
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 14 s
 def test_select_domains_returns_a_candidate_and_its_table():
     _, data = camel_world_data()
     best, table = cj.experiments.select_domains(

@@ -36,6 +36,8 @@ def runs_csv(tmp_path_factory):
     return path
 
 
+# 59 s: the CLI's fit and optimize; the loop and decision tests run both at CI size
+@pytest.mark.slow  # suite budget (issue 57)
 def test_cli_fit_then_optimize(runs_csv, tmp_path, capsys):
     prefix = tmp_path / "fit"
     argv = ["fit", str(runs_csv), "--law", "camel-tied", "--resamples", "20", "--restarts", "8", "--out", str(prefix),

@@ -141,6 +141,7 @@ def test_non_finite_parameters_are_errors():
         cj.Chinchilla.from_params(A=1.0, B=1.0, E=1.0, alpha=0.3, beta=np.inf)
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 13 s; test_epoch fits Epoch's table in CI
 def test_defaults_converge_on_epoch_chinchilla_and_refit_reproduces_the_point():
     df = shared_data.epoch_chinchilla()
     inputs, y = (df["N"].to_numpy(), df["D"].to_numpy()), df["loss"].to_numpy()
@@ -157,6 +158,7 @@ def test_defaults_converge_on_epoch_chinchilla_and_refit_reproduces_the_point():
         np.testing.assert_allclose(np.asarray(refit.law.params()[name]), np.broadcast_to(value, (3,)), rtol=1e-5)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 34 s: a CLI fit with its bootstrap
 def test_cli_intervals_contain_every_identified_point_estimate(tmp_path, capsys):
     world, runs = world_table(PAPER_SIZES)
     runs.to_csv(tmp_path / "runs.csv", index=False)

@@ -272,6 +272,7 @@ def test_active_bound_has_zero_derivative_and_the_rest_matches_refits(power_law)
     assert np.all(np.asarray(jax.jacrev(solve)(y, w)[2]) == 0.0)
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 10 s; the implicit derivative is checked against refits in CI
 def test_docs_differentiation_example_runs():
     import re
     from pathlib import Path

@@ -161,6 +161,7 @@ def _compare_with_bootstrap(fitted, n_resamples, margin):
         assert abs(se - boot_se[name]) <= margin * boot_se[name], (name, se, boot_se[name])
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 19 s: a 200-resample bootstrap
 def test_jackknife_standard_errors_near_the_bootstrap(well_posed):
     # 200 resamples estimate a standard deviation to ~5%; measured at 1,000 the jackknife is 5-8% below.
     _compare_with_bootstrap(well_posed, 200, 0.25)

@@ -87,6 +87,7 @@ def test_the_polish_gathers_the_few_lanes_still_running_on_a_cpu():
         assert polish_width(32, 32) == 32
 
 
+@pytest.mark.slow  # the suite's budget (issue 57): 22 s
 def test_a_fit_polished_in_narrow_rounds_is_the_fit_polished_side_by_side(problem):
     """The polish's width changes which lanes share a program, not a lane's iterates: every start ends at the same
     point (to rounding) with the same status and step count, whether 4 or all 16 lanes are polished at once. A step
@@ -116,6 +117,7 @@ def problem():
     return law, (r, M), y, cj.fit(law, (r, M), y, key=jax.random.key(1), restarts=16)
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 18 s; rounds of lanes are tested on the fit
 def test_a_bootstrap_in_rounds_of_few_lanes_gives_the_same_resamples(problem):
     law, inputs, y, point = problem
     kwargs = dict(key=jax.random.key(2), n_resamples=24, inits=point.best_laws(2), progress=False)

@@ -99,7 +99,7 @@ def test_projection_onto_the_capped_simplex():
     assert np.all((q - p) @ (np.asarray(v) - p) <= 1e-10)
 
 
-@pytest.mark.parametrize("robust", ["mean", ("quantile", 0.25)])
+@pytest.mark.parametrize("robust", ["mean", pytest.param(("quantile", 0.25), marks=pytest.mark.slow)])  # budget
 def test_robust_mixtures_solves_each_decision_as_optimal_mixture_does(robust):
     from camel_jax.mixture._optimize import robust_mixtures
 

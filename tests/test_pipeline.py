@@ -101,6 +101,7 @@ def test_fit_benchmarks_on_simulated_checkpoints_recovers_the_logistic_maps():
     assert list(fits.proxy) == ["acc_mmlu", "acc_gsm8k"]
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 31 s
 def test_benchmark_fits_at_another_center_are_the_same_fit_and_reuse_the_program():
     # fit_at_center fits L - c with the law centred at 0: the same leaves and residuals as a fit of L centred at
     # c, so warm-started refits agree exactly and random starts to rounding; losses 1 nat higher (another center)
@@ -159,6 +160,8 @@ def gadre_heldout(n_splits=10):
                                                   n_splits=n_splits)
 
 
+# 32 s: paired splits of the real gadre table (notebook 07 asserts the headline at CI size)
+@pytest.mark.slow  # suite budget (issue 57)
 def test_gadre_multi_loss_law_beats_single_loss_over_paired_splits():
     table = gadre_heldout()
     assert set(table.columns) == {"losses", "split", "benchmark", "heldout_mae", "n_test"}
@@ -172,6 +175,7 @@ def test_gadre_multi_loss_law_beats_single_loss_over_paired_splits():
     assert per_split["multi-loss"].mean() < 0.03  # within 3 accuracy points on average
 
 
+@pytest.mark.slow  # the suite's 12-minute budget (issue 57): 23 s
 def test_gadre_benchmark_fit_is_the_same_under_two_keys():
     df = shared_data.gadre2024()
     losses = [c for c in df.columns if c.startswith("loss_")]

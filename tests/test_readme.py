@@ -6,6 +6,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+import pytest
 from helpers import known_tied_camel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -33,6 +34,8 @@ def test_readme_opens_with_the_two_commands():
     assert "make test" in ci
 
 
+# 179 s: the README's two examples end to end; their calls are tested one by one elsewhere
+@pytest.mark.slow  # suite budget (issue 57)
 def test_readme_examples_run(tmp_path, monkeypatch):
     blocks = python_blocks()
     assert len(blocks) == 2

@@ -39,6 +39,7 @@ from ..solver._shard import lane_mesh
 from ._identify import Identifiability, identifiability, paper_params
 from ._residuals import fit_residuals
 from ._student import t_quantile
+from ._units import starts_in_data_units
 
 
 def huber(residual: Array, delta: float) -> Array:
@@ -604,8 +605,8 @@ def fit_arrays(
     - `law`: the law template; `inputs`: the tuple passed as `law(*inputs)`; `y`: targets [P] or [T, P].
     - `weights`: per-point weights >= 0 ([P] or [T, P]), default all 1; keyword-only, as in `fit` (by position it
       still works, with a `DeprecationWarning`, for one release).
-    - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead, solved in their own
-      units (as `fit` does).
+    - `key`: draws the `restarts` random starts; `inits`: explicit batched starts instead (as in `fit`: moved to
+      the data's units when they carry none of their own, else solved in their own).
     - `options`: a `FitOptions` (not None); `names`: the mixture columns of `inputs[0]`, kept in the result;
       `targets`: the names of the targets, kept in the result. `inputs` may be a `MixtureData` (see `fit`).
 
@@ -619,6 +620,8 @@ def fit_arrays(
     targets = check_target_names(targets, np.shape(y))
     if inits is None:
         law = data_template(law, inputs, y)
+    else:
+        inits = starts_in_data_units(inits, inputs, y)
     result = _fit_arrays_jit(law, inputs, y, weights, key=key, restarts=restarts, inits=inits, options=options,
                              mesh=lane_mesh())  # fmt: skip
     return dataclasses.replace(result, names=names, targets=targets)
@@ -832,8 +835,10 @@ def fit(
     - `key`: a `jax.random` key; the same key gives the same result.
     - `restarts`: number of random starts from `type(law).sample_init(key, **law.structure())`.
     - `inits`: a batched law (leading axis = starts), e.g. a grid built with `from_params`; overrides `restarts`.
-      Starts are solved in their own units: a grid in raw parameters and tokens is better built in the data's
-      units (`Chinchilla.hoffmann_grid`, or `law.in_units(**units)`), where it conditions as random starts do.
+      Starts that carry no units of their own (every unit at its default, e.g. a grid built with `from_params`
+      in raw parameters and tokens) are re-expressed, as the same functions, in the units the fit sets from the
+      data, where they condition as random starts do; starts that carry units (warm starts from another fit, a
+      grid built with `in_units`) are solved in them.
       With `y` [T, P], inits with two leading axes [T, R] give each target its own starts (e.g. warm starts).
     - `weights`: per-point weights >= 0 ([P] or [T, P]); zero-weight points contribute exactly 0.
     - `options`: a `FitOptions` (objective and solver: `max_steps`, `tol`, `polish`, `delta`, `log_residuals`,
@@ -866,6 +871,7 @@ def fit(
     targets = check_target_names(targets, Y.shape)
     if inits is not None:
         _check_starts(law, inits, Y)
+        inits = starts_in_data_units(inits, arrays, Y)  # starts without units of their own: the data's
     else:
         law = data_template(law, arrays, Y)
     warn_design(law, arrays, W)

@@ -11,6 +11,7 @@ reaches Epoch's optimum (issue 56). `starts_in_data_units` moves them, as the sa
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,10 +42,12 @@ def data_units(law: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> dict[str,
 
 def starts_in_data_units(inits: Any, inputs: Sequence[ArrayLike], y: ArrayLike) -> Any:
     """`inits` (a batched law: starts) re-expressed as the same functions in the units a fit on these data sets
-    (`data_units`), through the law's `in_units`. They are returned as given when they are already in those units,
-    when the data or starts are traced, or when the law cannot re-express them: `in_units` raises `ValueError` (a
-    start at an infinite limit has no finite parameters to rebuild from), returns another structure, or turns a
-    finite start non-finite.
+    (`data_units`), through the law's `in_units`, when they carry no units of their own: every unit at its class
+    default (a grid built with `from_params` in raw parameters and tokens). Starts that carry units (warm starts
+    from another fit, a grid built in chosen units) are solved in them, as given. They are also returned as given
+    when they are already in the data's units, when the data or starts are traced, or when the law cannot
+    re-express them: `in_units` raises `ValueError` (a start at an infinite limit has no finite parameters to
+    rebuild from), returns another structure, or turns a finite start non-finite.
 
     **Arguments**:
 
@@ -55,8 +58,10 @@ def starts_in_data_units(inits: Any, inputs: Sequence[ArrayLike], y: ArrayLike) 
     """
     if not hasattr(inits, "in_units") or any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(inits)):
         return inits
-    units = data_units(inits, inputs, y)
     structure = inits.structure()
+    if not _default_units(inits, structure):
+        return inits
+    units = data_units(inits, inputs, y)
     changes = {k: v for k, v in units.items() if structure.get(k) != v}
     if not changes:
         return inits
@@ -67,6 +72,25 @@ def starts_in_data_units(inits: Any, inputs: Sequence[ArrayLike], y: ArrayLike) 
     if type(moved) is not type(inits) or moved.structure() != {**structure, **changes}:
         return inits
     return moved if _finite(moved) >= _finite(inits) else inits
+
+
+def _default_units(law: Any, structure: dict[str, Any]) -> bool:
+    """Whether every unit of `law` (`UNITS`) is its class's default: starts that carry no units of their own."""
+    defaults = {f.name: f.default for f in dataclasses.fields(type(law))}
+    names = [name for name in getattr(law, "UNITS", ()) if name in structure]
+    return bool(names) and all(
+        name in defaults and defaults[name] is not dataclasses.MISSING and _same(structure[name], defaults[name])
+        for name in names
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    try:
+        return bool(np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float)))
+    except (TypeError, ValueError):
+        return a == b
 
 
 def _finite(laws: Any) -> int:

@@ -135,9 +135,9 @@ class Chinchilla(AbstractLaw):
         alpha, beta in {0, .5, 1, 1.5, 2} (0 becomes 1e-3: `from_params` takes the paper's exponents > 0),
         log E in {-1, -.5, 0, .5, 1}, log A, log B in {0, 5, ..., 25} (raw units). Pass it as `fit(..., inits=)`.
         The grid is held in the units `fit` sets for Chinchilla-sized tables (sizes near 1e9, tokens near 1e10,
-        losses near 1), where its terms are of the order of the loss: `fit` solves given starts in their own units,
-        and the same grid built with `from_params` in raw units is solved worse (objective 1.773e-3 against Epoch's
-        1.018e-3) unless moved first with `in_units(size_scale=1e9, tokens_scale=1e10)`."""
+        losses near 1), where its terms are of the order of the loss. (`fit` moves starts without units of their
+        own, such as the same grid built with `from_params` in raw units, to the units it sets from the data; solved
+        in raw units that grid ended at 1.773e-3 against Epoch's 1.018e-3.)"""
         exponents = np.array([1e-3, 0.5, 1.0, 1.5, 2.0])
         log_E = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
         log_AB = np.arange(0.0, 30.0, 5.0)
