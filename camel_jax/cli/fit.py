@@ -322,7 +322,7 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
 
 
 # The candidates of `--law auto` on a table of one model size: laws of the mixture alone.
-AUTO_MIXTURE_LAWS = ("log-linear", "dml")
+AUTO_MIXTURE_LAWS = ("log-linear", "dml", "camel-mixture")
 # With fewer sizes than this `--law auto` holds out a token budget or a quarter of the mixtures, not a size.
 AUTO_MIN_SIZES = 4
 # The share of the mixtures `--law auto` holds out when it holds out by mixture.
@@ -705,14 +705,17 @@ def _print_params(out: dict[str, Any]) -> None:
     params, intervals, free = out["params"], out.get("intervals_95", {}), set(out["summary"]["not_identified"])
     if limit is not None:
         terms = limit["terms"]
+        size = "beta" in params  # CAMELMixture (one size): alpha_i = 0 is its log law, -a_i log <t_i, r>
         print(
-            f"  terms {terms} are in the law's log-law limit (beta_i = 0 to working precision): each is "
-            "-[b_i log(M / M0) + a_i log <t_i, r>], a form in which the paper's K_i are infinite and C minus "
-            "infinite; printed as such below, with the law's finite coordinates (L = C1 + the terms) after them"
+            f"  terms {terms} are in the law's log-law limit ({'beta_i' if size else 'alpha_i'} = 0 to working "
+            f"precision): each is {'-[b_i log(M / M0) + a_i log <t_i, r>]' if size else '-a_i log <t_i, r>'}, a form "
+            "in which the paper's K_i are infinite and C minus infinite; printed as such below, with the law's "
+            "finite coordinates (L = C1 + the terms) after them"
         )
         params = dict(params)
         at_limit = np.isin(np.arange(len(params["K"])), terms)
-        params["beta"] = np.where(at_limit, 0.0, params["beta"])
+        if size:
+            params["beta"] = np.where(at_limit, 0.0, params["beta"])
         params["alpha"] = np.where(at_limit, 0.0, params["alpha"])
         infinite = {"C", *(f"{n}[{i}]" for n in ("K", "alpha", "beta") for i in terms)}
         intervals = {k: v for k, v in intervals.items() if k not in ("C", "K", "alpha", "beta")}
@@ -730,7 +733,8 @@ def _print_params(out: dict[str, Any]) -> None:
             + f"{' ...' if len(degenerate) > 4 else ''}); {out.get('degenerate_advice', '')}"
         )
     if limit is not None:
-        print(f"  finite coordinates (reference size M0 = {limit['params']['reference_size']:.4g}):")
+        reference = limit["params"].get("reference_size")
+        print(f"  finite coordinates{'' if reference is None else f' (reference size M0 = {reference:.4g})'}:")
         finite = {k: v for k, v in limit["params"].items() if k != "reference_size"}
         _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]))
     outside = out.get("outside_interval", []) if limit is None else limit.get("outside_interval", [])
