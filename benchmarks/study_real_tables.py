@@ -14,8 +14,10 @@ Each table is split into the user's runs (what `fit` sees) and held-out runs:
 "before" is the choice as it was on main (fewer than 4 sizes: camel-tied; otherwise the lowest error at the
 largest training size among camel-tied, camel-free, sodm-additive, camel-data-free, camel-data-tied, tokens read
 where the table has them); "after" is `--law auto` now (`cli.fit._choose_law`'s rule, re-run here on several
-targets at once). Both are fitted by name with the same starts. The best shipped law is the lowest held-out error
-among every candidate either rule considers. Bands: the percentile band of `--resamples` bootstrap refits (no
+targets at once, each target choosing for itself; the command line chooses once, on the targets' mean). On a
+single-size table its candidates are `AUTO_MIXTURE_LAWS` (log-linear, dml, camel-mixture). Both are fitted by
+name with the same starts. The best shipped law is the lowest held-out error among every candidate either rule
+considers. Bands: the percentile band of `--resamples` bootstrap refits (no
 calibration), coverage of the held-out rows and its mean half-width over the held-out RMS error.
 
 The machine this ran on has 2 cores shared with others: restarts 16 and resamples 50 by default.
@@ -26,6 +28,7 @@ The machine this ran on has 2 cores shared with others: restarts 16 and resample
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -296,6 +299,7 @@ def main() -> None:
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
+    log(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     frames = []
     for table in tables(which, args.seed):
         frame = study(table, key, args.restarts, args.resamples, log)
@@ -311,6 +315,7 @@ def main() -> None:
         print(ranking.to_string(index=False, float_format=lambda x: f"{x:.3f}"), flush=True)
         if args.out:
             ranking.to_csv(f"{args.out}_ranking.csv", index=False)
+    log(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import camel_jax as cj
+from camel_jax.laws import CAMELMixture
 
 RTOL = {np.dtype("float64"): 1e-10, np.dtype("float32"): 1e-5}
 
@@ -116,6 +117,14 @@ def np_camel_data(p, r, M, D=None):
 
 def np_dml(p, r):
     return sum(p["S"][i] * (p["C"][i] + p["K"][i] * np.exp(r @ p["t"][i])) for i in range(len(p["S"])))
+
+
+def np_camel_mixture(p, r):
+    """C + sum_i K_i / <t_i, r>^alpha_i (CAMEL's law of the mixture at one size)."""
+    total = np.full(len(r), float(p["C"]))
+    for i in range(len(p["K"])):
+        total += p["K"][i] / (r @ p["t"][i]) ** p["alpha"][i]
+    return total
 
 
 def np_sodm_additive(p, r, N, D=None):
@@ -295,6 +304,9 @@ def make_case(name: str, seed: int = 0, P: int = 12, zeros: bool = False) -> Cas
             t=rng.normal(size=(k, n)), S=rng.uniform(0.2, 1, k), C=rng.uniform(0, 1, k), K=rng.uniform(0.1, 1, k)
         )
         return case(cj.DML, given, {}, (r,), np_dml)
+    if name == "CAMELMixture":
+        given = dict(t=t, K=rng.uniform(0.2, 2, k), alpha=rng.uniform(0.1, 0.9, k), C=1.7)
+        return case(CAMELMixture, given, dict(alpha_max=1.0, loss_scale=10.0), (r,), np_camel_mixture)
     if name == "SODMAdditive":
         given = dict(
             E=1.5, A=300.0, alpha=0.3, B=2000.0, beta=0.35, C=rng.uniform(1, 5, n), gamma=rng.uniform(0.2, 0.8, n)
@@ -350,6 +362,7 @@ CASES = [
     "CAMELData_linear",
     "CAMELData_centred",
     "DML",
+    "CAMELMixture",
     "SODMAdditive",
     "SODMAdditive_notokens",
     "SODMJoint",

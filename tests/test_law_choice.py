@@ -131,7 +131,7 @@ def test_auto_on_a_single_size_table_compares_laws_of_the_mixture(tmp_path, caps
     assert code == 0, text
     line = next(x for x in text.splitlines() if x.startswith("--law auto: held-out MAPE"))
     assert "of 40 mixtures held out" in line and "one size: laws of the mixture" in line
-    assert "log-linear" in line and "dml" in line and "fitting " in line
+    assert "log-linear" in line and "dml" in line and "camel-mixture" in line and "fitting " in line
     assert_no_degenerate_numbers(text)
 
 
@@ -322,3 +322,39 @@ def test_auto_fits_the_next_candidate_when_its_pick_does_not_converge_on_every_r
     assert "fitting camel-tied, the next by held-out error" in text
     saved = json.loads((tmp_path / "fit.json").read_text())
     assert saved["law_name"] == "camel-tied" and set(saved["best_status"]) <= {"converged", "stalled"}
+
+
+@pytest.mark.parametrize("log_linear_error, winner", [(1.5, "camel-mixture"), (1.1, "log-linear")])
+def test_auto_on_one_size_compares_camel_mixture_by_the_one_standard_error_rule(tmp_path, capsys, monkeypatch,
+                                                                               log_linear_error, winner):  # fmt: skip
+    """The single-size candidates include CAMEL's law of the mixture (`camel-mixture`), and the one-standard-error
+    rule counts its free parameters: within one standard error of it the smaller log-linear law wins. Fast: the
+    held-out fits are replaced by given errors (the fits: the slow test above and tests/test_camel_mixture.py)."""
+    from camel_jax.cli import _parser
+    from camel_jax.cli import fit as cli_fit
+    from camel_jax.cli._common import read_table
+    from camel_jax.experiments import _select
+    from camel_jax.laws import n_free_parameters
+
+    seen = {}
+
+    def held_out(laws, inputs, y, test, *, key, restarts=16, options=None, progress=False):
+        seen.update(laws=dict(laws), inputs=dict(inputs), test=np.asarray(test))
+        errors = {"camel-mixture": 1.0, "log-linear": log_linear_error, "dml": 2.0}
+        frame = pd.DataFrame({"law": list(errors), "error": list(errors.values()), "error_se": 0.2,
+                              "converged": True, "degenerate": False})  # fmt: skip
+        return "camel-mixture", frame
+
+    monkeypatch.setattr(_select, "held_out_rows", held_out)
+    _single_size_table(tmp_path / "runs.csv", np.random.default_rng(0))
+    args = _parser().parse_args(["fit", str(tmp_path / "runs.csv"), "--restarts", "4"])
+    chosen, _ = cli_fit._choose_law(args, read_table(args))
+    line = capsys.readouterr().out.strip()
+    assert set(seen["laws"]) == {"log-linear", "dml", "camel-mixture"} == set(cli_fit.AUTO_MIXTURE_LAWS)
+    assert type(seen["laws"]["camel-mixture"]).__name__ == "CAMELMixture"
+    assert len(seen["inputs"]["camel-mixture"]) == 1 and seen["test"].sum() == 10  # a quarter of 40 mixtures
+    sizes = {name: n_free_parameters(law) for name, law in seen["laws"].items()}
+    assert sizes["log-linear"] < sizes["camel-mixture"]  # 6 vs 3 * 4 + 3 + 3 + 1 = 19 (k = 3, n = 4)
+    assert chosen.law == winner and f"fitting {winner} on every run" in line
+    assert "camel-mixture 1.000%" in line and "one size: laws of the mixture" in line
+    assert ("within one standard error" in line) == (winner == "log-linear")

@@ -49,7 +49,7 @@ def _static_options(law):
     """The structural keywords from_params needs beyond the constrained values."""
     opts = {}
     names = ("tied", "capacity_exponent", "size_scale", "tokens_scale", "scale", "alpha_bounds", "beta_bounds",
-             "loss_scale", "center", "t_max", "ratio_max")  # fmt: skip
+             "loss_scale", "center", "t_max", "ratio_max", "alpha_max")  # fmt: skip
     for name in names + ("shared_exponents",):
         if hasattr(law, name):
             opts[name] = getattr(law, name)
@@ -97,7 +97,8 @@ def test_gradients_match_central_finite_differences(name):
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "CAMELData", "DML", "SODMAdditive", "SODMJoint", "LogLinear"])
+@pytest.mark.parametrize("name", ["CAMEL", "CAMEL_tied", "CAMELData", "DML", "SODMAdditive", "SODMJoint", "LogLinear",
+                                  "CAMELMixture"])
 def test_zero_mixture_weights_give_finite_values_and_gradients(name):
     case = make_case(name, zeros=True)
     inputs = jnp_inputs(case.inputs)

@@ -9,6 +9,7 @@ LAW_NAMES = (
     "camel-data-free",
     "sodm-additive",
     "sodm-joint",
+    "camel-mixture",
     "dml",
     "chinchilla",
     "power",

@@ -35,6 +35,7 @@ from ..fitting._bootstrap import BootstrapResult
 from ..fitting._calibrate import Calibration, DecisionCalibration
 from ..fitting._fit import FitResult
 from ..laws import CAMEL, DML, CAMELData, Chinchilla, LogLinear, LossToBenchmark, PowerLaw, SODMAdditive, SODMJoint
+from ..laws._camel_mixture import CAMELMixture
 from ..laws._legacy import legacy_layouts, upgrade
 from ..mixture._pipeline import Pipeline, PipelineFit
 from ..solver._options import FitOptions
@@ -65,7 +66,7 @@ _MAX_INPUTS = 16
 _MAX_METADATA_BYTES = 1_000_000
 
 _SHIPPED: tuple[type, ...] = (CAMEL, CAMELData, DML, SODMAdditive, SODMJoint, Chinchilla, PowerLaw, LossToBenchmark,
-                              LogLinear)
+                              LogLinear, CAMELMixture)
 
 # A user's own law classes, as `save` and `load` take them: a sequence of classes (each named `module:qualname` in
 # files) or a mapping {name in files: class}.

@@ -4,6 +4,7 @@ from ._base import AbstractLaw as AbstractLaw
 from ._base import n_free_parameters as n_free_parameters
 from ._camel import CAMEL as CAMEL
 from ._camel_data import CAMELData as CAMELData
+from ._camel_mixture import CAMELMixture as CAMELMixture
 from ._chinchilla import Chinchilla as Chinchilla
 from ._dml import DML as DML
 from ._log_linear import LogLinear as LogLinear

@@ -17,6 +17,7 @@ from jaxtyping import Array
 from ._base import AbstractLaw
 from ._camel import CAMEL
 from ._camel_data import CAMELData
+from ._camel_mixture import CAMELMixture
 from ._chinchilla import Chinchilla
 from ._dml import DML
 from ._log_linear import LogLinear
@@ -59,6 +60,7 @@ def _entries() -> dict[str, LawEntry]:
                  True, "optional"),
         LawEntry("sodm-joint", SODMJoint, {}, ("n_datasets", "tokens", "size_scale", "tokens_scale"), True, True,
                  "optional"),
+        LawEntry("camel-mixture", CAMELMixture, {}, ("n_datasets", "n_domains"), True, False, "never"),
         LawEntry("dml", DML, {}, ("n_datasets", "n_domains"), True, False, "never"),
         LawEntry("chinchilla", Chinchilla, {}, ("size_scale", "tokens_scale"), False, True, "required"),
         LawEntry("power", PowerLaw, {}, ("size_scale",), False, True, "never"),

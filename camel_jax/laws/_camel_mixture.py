@@ -1,0 +1,217 @@
+"""CAMEL's law of the mixture at one model size: tied CAMEL without its size term, for single-size tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from ._base import (
+    AbstractLaw,
+    as_leaves,
+    count,
+    log_uniform,
+    positive_inverse,
+    positive_number,
+    safe_log,
+    simplex_from_roots,
+    simplex_roots,
+)
+from ._camel import data_scale, exprel, square_inverse
+
+# The default bound on each mixture exponent: tied CAMEL's range, alpha_i = a_i / (1 + a_i) < 1 (Theorem 1's
+# proof), here with alpha_i = 1 a regular point of the coordinates rather than a limit at infinity
+ALPHA_MAX = 1.0
+# alpha below this: the term is its log law -a_i log eta_i to ~1e-8 relative (`CAMELMixture.log_limit_terms`)
+LOG_LIMIT_ALPHA = 1e-8
+
+
+def resolve_alpha_max(alpha_max: Any) -> float | None:
+    """The upper bound on alpha a law is fitted within (None: no bound), checked."""
+    return None if alpha_max is None else positive_number(alpha_max, "alpha_max")
+
+
+def alpha_value(raw: Array, alpha_max: float | None) -> Array:
+    """alpha = raw^2 (alpha >= 0, and alpha = 0, the log law, a regular point); with `alpha_max`,
+    alpha_max sin(raw)^2, where both ends of [0, alpha_max] are regular points."""
+    if alpha_max is None:
+        return raw * raw
+    return alpha_max * jnp.sin(raw) ** 2
+
+
+class CAMELMixture(AbstractLaw):
+    """CAMEL's law of the mixture at one model size (registered as `"camel-mixture"`).
+
+        L(r) = C + sum_i K_i / <t_i, r>^alpha_i
+
+    with `t` [k, n] whose columns lie on the simplex over the k intrinsic domains, `K` [k] > 0, `alpha` [k] in
+    (0, `alpha_max`] and `C` real. It is tied CAMEL (Li, Gu & Zhang 2026, Theorem 1) at one model size M: there
+    M^-beta_i is a constant that K_i absorbs, and the tied exponent alpha_i = a_i / (1 + a_i) ranges over (0, 1),
+    so tied CAMEL fitted at a constant size is this law with `alpha_max = 1`, without the size exponents that a
+    single size leaves unidentified. (The free law at one size adds nothing: its alpha_i = g_i beta_i is one free
+    exponent too.) For a table of one model size, where `camel-tied` needs a size column that varies.
+
+    **Parameterization** (as CAMEL's, so the fit is well posed). Each term is written less its value at eta_i = 1,
+    K_i (eta_i^-alpha_i - 1) = -a_i x_i exprel(-alpha_i x_i) with x_i = log eta_i and a_i = K_i alpha_i (its slope
+    in log eta_i), and L = s_L (C1 + sum_i term_i) with C1 = C + sum_i K_i (the loss where every eta_i = 1). The
+    free coordinates are square roots: a_i = root_a_i^2 (0: the term is off), alpha_i = alpha_max sin(raw_i)^2
+    (0: the log law -a_i log eta_i, where K_i is infinite and C minus infinite; alpha_max: the bound, where a fit
+    whose data want a sharper term stops, converged) or raw_i^2 without a bound, and profiles t_ij = u_ij^2 /
+    sum_l u_lj^2 (a zero weight is a face of the simplex). `loss_scale` s_L is a static unit set from the data by
+    `fit`. `params()` reports the paper's t, K, alpha, C in the user's units; `log_limit_params()` the finite
+    coordinates.
+
+    `alpha_max` (default 1, tied CAMEL's range; None: no bound) is a keyword of `sample_init` (what `fit` starts
+    from); `from_params` builds without it unless given, so that any parameters can be built.
+
+    **Arguments** (`__call__`):
+
+    - `r`: mixtures, [P, n], rows on the simplex (zero weights allowed).
+
+    **Returns**: predicted loss, [P].
+    """
+
+    UNITS = ("loss_scale",)
+
+    t_roots: Float[Array, "*batch k n"]
+    root_a: Float[Array, "*batch k"]
+    raw_alpha: Float[Array, "*batch k"]
+    C1: Float[Array, "*batch"]
+    loss_scale: float = eqx.field(static=True, default=1.0)
+    alpha_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound
+
+    @property
+    def t(self) -> Array:
+        return simplex_from_roots(self.t_roots, axis=-2)
+
+    @property
+    def a(self) -> Array:
+        """a_i = K_i alpha_i, in units of `loss_scale`: the slope in log eta_i of the log-law limit."""
+        return self.root_a * self.root_a
+
+    @property
+    def alpha(self) -> Array:
+        return alpha_value(self.raw_alpha, self.alpha_max)
+
+    @property
+    def kappa(self) -> Array:
+        """1 / K_i in units of `loss_scale` (0: the log-law limit)."""
+        return self.alpha / self.a
+
+    def __call__(self, r: Float[Array, "P n"]) -> Float[Array, " P"]:
+        x = safe_log(r @ self.t.T)  # [P, k]: log of the effective intrinsic-domain weights <t_i, r>
+        # K (eta^-alpha - 1) = -a x (exp(-alpha x) - 1) / (-alpha x): finite as K -> infinity (the log law -a x)
+        terms = -self.a[None, :] * x * exprel(-self.alpha[None, :] * x)
+        return self.loss_scale * (self.C1 + jnp.sum(terms, axis=-1))
+
+    def params(self) -> dict[str, Array]:
+        """The paper's t, K, alpha, C in the user's units of loss."""
+        K = 1.0 / self.kappa
+        return {
+            "t": self.t,
+            "K": self.loss_scale * K,
+            "alpha": self.alpha,
+            "C": self.loss_scale * (self.C1 - jnp.sum(K, axis=-1)),
+        }
+
+    def log_limit_terms(self) -> Array:
+        """Which terms sit in the log-law limit, [k] booleans: alpha_i below 1e-8, where the term equals its log law
+        -a_i log eta_i to about 1e-8 relative and the paper's K_i (infinite) and C (minus infinite) are where the
+        coordinates happened to stop, not estimates: report `log_limit_params` there."""
+        return self.alpha < LOG_LIMIT_ALPHA
+
+    def log_limit_params(self) -> dict[str, Array]:
+        """The finite coordinates, in the user's units of loss: a_i = K_i alpha_i (the log-law coefficient of
+        log eta_i), kappa_i = 1 / K_i (0 in the log-law limit) and C1 = C + sum_i K_i."""
+        return {"a": self.loss_scale * self.a, "kappa": self.kappa / self.loss_scale, "C1": self.loss_scale * self.C1}
+
+    @classmethod
+    def from_params(
+        cls,
+        *,
+        t: ArrayLike,
+        K: ArrayLike,
+        alpha: ArrayLike,
+        C: ArrayLike,
+        loss_scale: float = 1.0,
+        alpha_max: float | None = None,
+    ) -> CAMELMixture:
+        """Build from the paper's constrained values (t columns on the simplex, K > 0, alpha > 0, C real), with
+        optional leading batch axes. `alpha_max`: alpha must be <= it (None, the default here: no bound)."""
+        alpha_max = resolve_alpha_max(alpha_max)
+        loss_scale = positive_number(loss_scale, "loss_scale")
+        p = as_leaves({"t": 2, "K": 1, "alpha": 1, "C": 0}, {"t": t, "K": K, "alpha": alpha, "C": C})
+        positive_inverse(p["alpha"], None, "alpha")  # the paper's alpha > 0 (alpha = 0 is the log limit)
+        K_unit = jnp.exp(positive_inverse(p["K"], None, "K")) / loss_scale
+        return cls(
+            t_roots=simplex_roots(p["t"], axis=-2, name="t"),
+            root_a=jnp.sqrt(K_unit * p["alpha"]),
+            raw_alpha=square_inverse(p["alpha"], alpha_max, "parameter `alpha`", "alpha_max"),
+            C1=p["C"] / loss_scale + jnp.sum(K_unit, axis=-1),
+            loss_scale=loss_scale,
+            alpha_max=alpha_max,
+        )
+
+    @classmethod
+    def sample_init(
+        cls,
+        key: Array,
+        *,
+        n_datasets: int,
+        n_domains: int,
+        loss_scale: float = 1.0,
+        alpha_max: float | None = ALPHA_MAX,
+    ) -> CAMELMixture:
+        """A random start in the law's unit `loss_scale`: profiles near uniform, the level C1 in [0.8, 1.2], slopes
+        a in [0.001, 0.1] and alpha in [0.02, 0.5] (at most 0.9 `alpha_max`; tied CAMEL's starts at c = 3, in
+        these coordinates). `alpha_max`: the bound on alpha (default 1; None: none)."""
+        n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
+        alpha_max = resolve_alpha_max(alpha_max)
+        k_t, k_a, k_alpha, k_C = jax.random.split(key, 4)
+        a = jnp.exp(log_uniform(k_a, (n_domains,), 0.001, 0.1))
+        alpha = jnp.exp(log_uniform(k_alpha, (n_domains,), 0.02, 0.5))
+        if alpha_max is not None:
+            alpha = jnp.minimum(alpha, 0.9 * alpha_max)
+        return cls(
+            t_roots=jnp.sqrt(jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)),
+            root_a=jnp.sqrt(a),
+            raw_alpha=square_inverse(alpha, alpha_max, "parameter `alpha`", "alpha_max"),
+            C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
+            loss_scale=positive_number(loss_scale, "loss_scale"),
+            alpha_max=alpha_max,
+        )
+
+    def in_units(self, **units: Any) -> CAMELMixture:
+        """The same function stored in another unit of loss (batch axes kept): `loss_scale` is the only unit, and
+        the coordinates a and C1 scale with it exactly, so a law in the log-law limit (K infinite) moves too.
+
+        **Arguments**:
+
+        - `units`: `loss_scale`, the new unit.
+
+        **Returns**: the law in the new unit.
+        """
+        unknown = sorted(set(units) - set(self.UNITS))
+        if unknown:
+            raise ValueError(f"CAMELMixture.in_units takes its units {list(self.UNITS)}; got {unknown}")
+        scale = positive_number(units.get("loss_scale", self.loss_scale), "loss_scale")
+        ratio = self.loss_scale / scale
+        return CAMELMixture(
+            t_roots=self.t_roots,
+            root_a=self.root_a * ratio**0.5,
+            raw_alpha=self.raw_alpha,
+            C1=self.C1 * ratio,
+            loss_scale=scale,
+            alpha_max=self.alpha_max,
+        )
+
+    def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
+        """The unit of a fit: the power of ten nearest the geometric mean of the targets (`data_scale`)."""
+        return {"loss_scale": data_scale(y)}
+
+    def structure(self) -> dict[str, Any]:
+        k, n = self.t_roots.shape[-2:]
+        return {"n_datasets": n, "n_domains": k, "loss_scale": self.loss_scale, "alpha_max": self.alpha_max}

@@ -1,0 +1,142 @@
+"""CAMEL's law of the mixture at one size (`camel-mixture`): tied CAMEL at a constant size, its limits, its fit,
+bootstrap and file (issue 56: the law a single-size table can use). The NumPy formula, gradients, vmap and jit are
+the generic tests of tests/test_laws.py (case "CAMELMixture")."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import known_tied_camel, random_mixtures
+
+import camel_jax as cj
+from camel_jax.laws import CAMELMixture, law_entry, law_name, law_template
+
+
+def test_is_tied_camel_at_one_size():
+    """At a constant size M, tied CAMEL is C + sum_i (K_i M^-beta_i) eta_i^-alpha_i with alpha_i = (beta_i / c) /
+    (1 + beta_i / c): the mixture law with those K and alpha gives the same losses."""
+    camel = known_tied_camel()
+    p = {k: np.asarray(v) for k, v in camel.params().items()}
+    r = random_mixtures(np.random.default_rng(0), 30, 3, zeros=True)
+    for M in (0.5, 7.0):
+        mixture = CAMELMixture.from_params(t=p["t"], K=p["K"] * M ** -p["beta"], alpha=p["alpha"], C=p["C"],
+                                           alpha_max=1.0)  # fmt: skip
+        np.testing.assert_allclose(mixture(jnp.asarray(r)), camel(jnp.asarray(r), jnp.full(30, M)), rtol=1e-12)
+
+
+def test_the_log_law_and_the_bound_are_regular_points():
+    """alpha = 0 is the log law C1 - sum_i a_i log eta_i (K infinite, a finite point of the coordinates, finite
+    gradients, and named by `log_limit_terms`); alpha = alpha_max is a regular end of sin^2."""
+    law = CAMELMixture.from_params(t=[[0.7, 0.2, 0.4], [0.3, 0.8, 0.6]], K=[0.5, 0.2], alpha=[0.3, 0.6], C=2.0,
+                                   alpha_max=1.0)  # fmt: skip
+    r = jnp.asarray(random_mixtures(np.random.default_rng(1), 8, 3))
+    limit = eqx.tree_at(lambda l: l.raw_alpha, law, jnp.array([0.0, law.raw_alpha[1]]))
+    eta = np.asarray(r) @ np.asarray(law.t).T
+    a, alpha, C1 = np.asarray(limit.a), np.asarray(limit.alpha), float(limit.C1)
+    expected = C1 - a[0] * np.log(eta[:, 0]) + a[1] / alpha[1] * (eta[:, 1] ** -alpha[1] - 1)
+    np.testing.assert_allclose(limit(r), expected, rtol=1e-12)
+    assert np.asarray(limit.log_limit_terms()).tolist() == [True, False]
+    assert float(limit.log_limit_params()["kappa"][0]) == 0.0
+    for point in (limit, eqx.tree_at(lambda l: l.raw_alpha, law, jnp.array([np.pi / 2, 0.3]))):
+        grads = jax.grad(lambda l: jnp.sum(l(r)))(point)
+        assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+    at_bound = eqx.tree_at(lambda l: l.raw_alpha, law, jnp.array([np.pi / 2, 0.3]))
+    assert float(at_bound.alpha[0]) == pytest.approx(1.0, abs=1e-15)
+
+
+def test_bad_parameters_and_options_raise_one_line_errors():
+    t = [[0.7, 0.2, 0.4], [0.3, 0.8, 0.6]]
+    with pytest.raises(ValueError, match="exceeds `alpha_max`"):
+        CAMELMixture.from_params(t=t, K=[0.5, 0.2], alpha=[0.3, 1.6], C=2.0, alpha_max=1.0)
+    with pytest.raises(ValueError, match="`K` must be > 0"):
+        CAMELMixture.from_params(t=t, K=[0.5, -0.2], alpha=[0.3, 0.6], C=2.0)
+    with pytest.raises(ValueError, match="alpha_max"):
+        CAMELMixture.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, alpha_max=0.0)
+    with pytest.raises(ValueError, match="takes its units"):
+        CAMELMixture.sample_init(jax.random.key(0), n_datasets=3, n_domains=2).in_units(size_scale=2.0)
+
+
+def test_in_units_is_the_same_function_even_in_the_log_law_limit():
+    law = CAMELMixture.sample_init(jax.random.key(2), n_datasets=4, n_domains=2, loss_scale=1.0)
+    law = eqx.tree_at(lambda l: l.raw_alpha, law, jnp.array([0.0, 0.4]))  # term 0 in the log-law limit
+    r = jnp.asarray(random_mixtures(np.random.default_rng(2), 10, 4, zeros=True))
+    moved = law.in_units(loss_scale=1e3)
+    assert moved.loss_scale == 1e3
+    np.testing.assert_allclose(moved(r), law(r), rtol=1e-13)
+
+
+def test_registered_as_a_law_of_the_mixture_alone():
+    entry = law_entry("camel-mixture")
+    assert entry.cls is CAMELMixture and entry.mixture and not entry.size and entry.tokens == "never"
+    law = law_template("camel-mixture", jax.random.key(0), n_datasets=5, n_domains=3, size_scale=9.0, tokens=True)
+    assert type(law) is CAMELMixture and law.structure()["n_domains"] == 3 and law.alpha_max == 1.0
+    assert law_name(law) == "camel-mixture"
+
+
+@pytest.fixture(scope="module")
+def recovered():
+    """A known law (n = 4 datasets, k = 2) on 48 mixtures with 0.1% noise, fitted with 4 restarts."""
+    rng = np.random.default_rng(3)
+    truth = CAMELMixture.from_params(t=[[0.8, 0.1, 0.5, 0.2], [0.2, 0.9, 0.5, 0.8]], K=[0.4, 0.3],
+                                     alpha=[0.35, 0.6], C=2.5)  # fmt: skip
+    r = random_mixtures(rng, 48, 4)
+    y = np.asarray(truth(jnp.asarray(r))) * np.exp(rng.normal(0, 1e-3, 48))
+    template = law_template("camel-mixture", jax.random.key(0), n_datasets=4, n_domains=2)
+    result = cj.fit(template, (r,), y, key=jax.random.key(1), restarts=4, names=("a", "b", "c", "d"))
+    return truth, result, r, y
+
+
+def test_fit_recovers_a_known_law_s_predictions(recovered):
+    truth, result, _, _ = recovered
+    assert result.problems() == [] and bool(np.asarray(result.converged).any())
+    held_out = jnp.asarray(random_mixtures(np.random.default_rng(4), 40, 4))
+    error = np.abs(np.asarray(result.law(held_out)) / np.asarray(truth(held_out)) - 1)
+    assert error.max() < 2e-3  # 0.1% noise on 48 runs; a wrong law misses by the mixture effect, ~10%
+
+
+def test_bootstrap_and_the_file_round_trip(recovered, tmp_path):
+    _, result, r, y = recovered
+    boot = cj.bootstrap(result.law, (r,), y, key=jax.random.key(5), n_resamples=4, inits=result, progress=False)
+    assert type(boot.laws) is CAMELMixture and boot.laws.batch_shape() == (4,)
+    path = cj.save(result, tmp_path / "fit.npz")
+    loaded = cj.load(path)
+    assert type(loaded.law) is CAMELMixture and loaded.law.structure() == result.law.structure()
+    np.testing.assert_array_equal(loaded.law(jnp.asarray(r)), result.law(jnp.asarray(r)))
+
+
+@pytest.mark.slow  # a fit with its bootstrap, `predict` and `optimize` on the command line: ~30 s
+def test_the_command_line_fits_predicts_and_optimizes_a_table_without_a_size_column(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+    from test_law_choice import assert_no_degenerate_numbers
+
+    from camel_jax.cli import main
+
+    rng = np.random.default_rng(0)
+    truth = CAMELMixture.from_params(t=[[0.8, 0.1, 0.5, 0.2], [0.2, 0.9, 0.5, 0.8]], K=[0.4, 0.3],
+                                     alpha=[0.35, 0.6], C=2.5)  # fmt: skip
+    r = rng.dirichlet(np.full(4, 0.8), 40)
+    frame = pd.DataFrame(r, columns=["r_a", "r_b", "r_c", "r_d"]).assign(
+        loss=np.asarray(truth(jnp.asarray(r))) * np.exp(rng.normal(0, 1e-3, 40)))
+    frame[:30].to_csv(tmp_path / "runs.csv", index=False)
+    frame[30:].to_csv(tmp_path / "rows.csv", index=False)
+    fit_file = str(tmp_path / "fit")
+    assert main(["fit", str(tmp_path / "runs.csv"), "--law", "camel-mixture", "--n-domains", "2", "--restarts", "4",
+                 "--resamples", "8", "--out", fit_file]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "camel-mixture (CAMELMixture)" in text and "best start: converged" in text
+    assert_no_degenerate_numbers(text)
+    assert json.loads((tmp_path / "fit.json").read_text())["columns"]["size"] is None
+    assert main(["predict", fit_file + ".npz", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "pred.csv")]) == 0
+    pred = pd.read_csv(tmp_path / "pred.csv")
+    assert np.all(np.abs(pred["predicted"] / pred["loss"] - 1) < 0.01) and np.all(pred["lower"] < pred["upper"])
+    assert "held-out: MAPE" in capsys.readouterr().out
+    assert main(["optimize", fit_file + ".npz", "--reference", "0.25,0.25,0.25,0.25", "--out",
+                 str(tmp_path / "decision")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "verdict:" in out and "pick's band" in out
+    decision = json.loads((tmp_path / "decision.json").read_text())
+    assert set(decision["mixture"]) == {"r_a", "r_b", "r_c", "r_d"}
+    assert main(["optimize", fit_file + ".npz", "--size", "2"]) == 2  # one size: no --size
