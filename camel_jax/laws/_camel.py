@@ -117,13 +117,20 @@ def beta_value(raw: Array, bounds: tuple[float, float] | None, beta_max: float |
     instead of running to infinity); or within `bounds` by a sigmoid."""
     if bounds is not None:
         return positive(raw, bounds)
-    if beta_max is not None:
-        return beta_max * jnp.sin(raw) ** 2
-    return raw * raw
+    return square_value(raw, beta_max)
+
+
+def square_value(raw: Array, bound: float | None) -> Array:
+    """An exponent in square-root coordinates, the inverse of `square_inverse`: raw^2 (>= 0, and 0 a regular point);
+    with `bound`, bound sin(raw)^2, where both ends of [0, bound] are regular points (a fit can stop at the bound,
+    where the data push the exponent outward, instead of running to infinity)."""
+    if bound is None:
+        return raw * raw
+    return bound * jnp.sin(raw) ** 2
 
 
 def square_inverse(value: Array, bound: float | None, name: str, bound_name: str) -> Array:
-    """The raw coordinate of `value` = raw^2 (`bound` None) or bound sin(raw)^2 (`beta_value`, `ratio_value`): a
+    """The raw coordinate of `value` = raw^2 (`bound` None) or bound sin(raw)^2 (`square_value`): a
     negative value, or one above `bound`, is a `ValueError` naming `name` and the setting `bound_name`."""
     if not isinstance(value, jax.core.Tracer):
         checked = np.asarray(value)
@@ -165,14 +172,6 @@ def resolve_bound(value: Any, name: str, default: float, applies: bool, why: str
     if not applies:
         raise ValueError(why)
     return positive_number(value, name)
-
-
-def ratio_value(raw: Array, ratio_max: float | None) -> Array:
-    """g = alpha / beta of the free law: raw^2 (g >= 0, and g = 0, a term without mixture effect, a regular point);
-    with `ratio_max`, ratio_max sin(raw)^2, where both ends of [0, ratio_max] are regular points."""
-    if ratio_max is None:
-        return raw * raw
-    return ratio_max * jnp.sin(raw) ** 2
 
 
 def ratio_inverse(ratio: Array, ratio_max: float | None) -> Array:
@@ -277,7 +276,7 @@ class CAMEL(AbstractLaw):
         if self.tied:
             return 1.0 / (self.capacity_exponent + self.beta)
         assert self.raw_alpha is not None
-        return ratio_value(self.raw_alpha, self.ratio_max)
+        return square_value(self.raw_alpha, self.ratio_max)  # g = alpha / beta (0: no mixture effect)
 
     @property
     def alpha(self) -> Array:

@@ -20,7 +20,7 @@ from ._base import (
     simplex_from_roots,
     simplex_roots,
 )
-from ._camel import data_scale, exprel, square_inverse
+from ._camel import data_scale, exprel, square_inverse, square_value
 
 # The default bound on each mixture exponent: tied CAMEL's range, alpha_i = a_i / (1 + a_i) < 1 (Theorem 1's
 # proof), here with alpha_i = 1 a regular point of the coordinates rather than a limit at infinity
@@ -32,14 +32,6 @@ LOG_LIMIT_ALPHA = 1e-8
 def resolve_alpha_max(alpha_max: Any) -> float | None:
     """The upper bound on alpha a law is fitted within (None: no bound), checked."""
     return None if alpha_max is None else positive_number(alpha_max, "alpha_max")
-
-
-def alpha_value(raw: Array, alpha_max: float | None) -> Array:
-    """alpha = raw^2 (alpha >= 0, and alpha = 0, the log law, a regular point); with `alpha_max`,
-    alpha_max sin(raw)^2, where both ends of [0, alpha_max] are regular points."""
-    if alpha_max is None:
-        return raw * raw
-    return alpha_max * jnp.sin(raw) ** 2
 
 
 class CAMELMixture(AbstractLaw):
@@ -94,7 +86,7 @@ class CAMELMixture(AbstractLaw):
 
     @property
     def alpha(self) -> Array:
-        return alpha_value(self.raw_alpha, self.alpha_max)
+        return square_value(self.raw_alpha, self.alpha_max)  # 0: the log law
 
     @property
     def kappa(self) -> Array:
