@@ -75,22 +75,14 @@ def starts_in_data_units(inits: Any, inputs: Sequence[ArrayLike], y: ArrayLike) 
 
 
 def _default_units(law: Any, structure: dict[str, Any]) -> bool:
-    """Whether every unit of `law` (`UNITS`) is its class's default: starts that carry no units of their own."""
+    """Whether every unit of `law` (`UNITS`) is its class's default: starts that carry no units of their own. Units
+    are static fields (numbers, tuples or None), compared as `structure` values are."""
     defaults = {f.name: f.default for f in dataclasses.fields(type(law))}
     names = [name for name in getattr(law, "UNITS", ()) if name in structure]
     return bool(names) and all(
-        name in defaults and defaults[name] is not dataclasses.MISSING and _same(structure[name], defaults[name])
+        defaults.get(name, dataclasses.MISSING) is not dataclasses.MISSING and structure[name] == defaults[name]
         for name in names
     )
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    try:
-        return bool(np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float)))
-    except (TypeError, ValueError):
-        return a == b
 
 
 def _finite(laws: Any) -> int:
