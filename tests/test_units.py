@@ -112,11 +112,17 @@ def test_tied_camel_fit_and_decision_in_other_units():
         np.testing.assert_allclose(out[units][1], out[1.0, 1.0][1], atol=1e-6, err_msg=str(units))
 
 
-def test_starts_in_raw_units_are_moved_to_the_data_units_as_the_same_functions():
+def raw_unit_grid():
+    """A Chinchilla table in raw parameters and tokens, and two starts built with `from_params` in raw units."""
     rng = np.random.default_rng(0)
     N, D = 10 ** rng.uniform(8, 10, 30), 10 ** rng.uniform(9.5, 11, 30)
     y = 1.7 + 400 / N**0.34 + 2000 / D**0.28
     grid = cj.Chinchilla.from_params(E=[1.0, 2.0], A=[100.0, 1e4], alpha=[0.3, 0.5], B=[1e3, 1e5], beta=[0.2, 0.4])
+    return N, D, y, grid
+
+
+def test_starts_in_raw_units_are_moved_to_the_data_units_as_the_same_functions():
+    N, D, y, grid = raw_unit_grid()
     units = data_units(grid, (N, D), y)
     assert (units["size_scale"], units["tokens_scale"]) == (1e9, 1e10)
     moved = starts_in_data_units(grid, (N, D), y)
@@ -143,10 +149,7 @@ def test_starts_that_cannot_be_re_expressed_are_kept_as_given():
 def test_starts_that_carry_units_are_solved_in_them():
     # warm starts from another fit carry that fit's units: they are not moved (a pipeline's resamples and folds
     # start from the point fit as it was solved); a start without units of its own is moved
-    rng = np.random.default_rng(0)
-    N, D = 10 ** rng.uniform(8, 10, 30), 10 ** rng.uniform(9.5, 11, 30)
-    y = 1.7 + 400 / N**0.34 + 2000 / D**0.28
-    grid = cj.Chinchilla.from_params(E=[1.0, 2.0], A=[100.0, 1e4], alpha=[0.3, 0.5], B=[1e3, 1e5], beta=[0.2, 0.4])
+    N, D, y, grid = raw_unit_grid()
     chosen = grid.in_units(size_scale=1e8, tokens_scale=1e9)  # units of their own, not the data's (1e9, 1e10)
     assert starts_in_data_units(chosen, (N, D), y) is chosen
     assert starts_in_data_units(grid, (N, D), y).structure()["size_scale"] == 1e9
