@@ -562,10 +562,15 @@ def _kept(args: argparse.Namespace, result: Any, boot: Any, table: _Table, key: 
     calibration = None
     sizes = 0 if table.size is None else len(np.unique(np.asarray(table.inputs[table.inputs_index(table.size)])))
     if getattr(args, "calibrate", True) and sizes >= 3 and table.mixture:
+        # a template law, warm-started from the fit's law (batched over the targets of a fit of several), with the
+        # checkpoints of one run resampled together, as the bootstrap is
+        law = result.law if result.n_targets is None else jax.tree.map(lambda leaf: leaf[0], result.law)
+        groups = None if table.data is None else table.data.group
         try:
-            calibration = calibrate(result.law, table.inputs, table.y, key=jax.random.fold_in(key, 11),
+            calibration = calibrate(law, table.inputs, table.y, key=jax.random.fold_in(key, 11),
                                     n_resamples=max(2, min(boot.n_resamples, 16)), inits=result.law,
-                                    weights=result.weights, progress=True)  # fmt: skip
+                                    weights=result.weights, groups=groups, options=result.fit_options,
+                                    progress=True)  # fmt: skip
             out["calibration"] = calibration.summary()
             print(f"  extrapolation error: {calibration.summary()}")
         except (ValueError, KeyboardInterrupt) as error:
