@@ -32,7 +32,8 @@ def test_the_log_law_and_the_bound_are_regular_points():
                                    alpha_max=1.0)  # fmt: skip
     r = jnp.asarray(random_mixtures(np.random.default_rng(1), 8, 3))
     limit = eqx.tree_at(lambda l: l.raw_alpha, law, jnp.array([0.0, law.raw_alpha[1]]))
-    eta = np.asarray(r) @ np.asarray(law.t).T
+    # each term is measured against its own share: eta_i / s_i (the class's coordinates)
+    eta = np.asarray(r) @ np.asarray(law.t).T / np.asarray(law.shares)
     a, alpha, C1 = np.asarray(limit.a), np.asarray(limit.alpha), float(limit.C1)
     expected = C1 - a[0] * np.log(eta[:, 0]) + a[1] / alpha[1] * (eta[:, 1] ** -alpha[1] - 1)
     np.testing.assert_allclose(limit(r), expected, rtol=1e-12)
