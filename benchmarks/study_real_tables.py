@@ -94,11 +94,15 @@ def fit_and_predict(name, table, train_rows, frame_pred, key, restarts):
                     key=key, restarts=restarts)  # fmt: skip
     rq, sq, tq, _ = table.arrays(frame_pred)
     pred = np.asarray(result.predict(*inputs_of(law, name, rq, sq, tq)))
-    ok = np.isin(np.atleast_1d(np.asarray(result.best_status)), [Status.CONVERGED, Status.STALLED])
+    converged = np.isin(np.atleast_1d(np.asarray(result.best_status)), [Status.CONVERGED, Status.STALLED])
+    ok = converged
     degenerate = []
     for t in range(Y.shape[0]):
         one = jax.tree.map(lambda leaf: leaf[t], result.law)
         degenerate.append(bool(degenerate_parameters(one, result.inputs, Y[t], W[t])))
+    print(f"    {name}: best start converged on {int(converged.sum())} of {converged.size} targets, degenerate on "
+          f"{int(np.sum(degenerate))}; starts converged {int(np.asarray(result.converged).sum())} of "
+          f"{np.asarray(result.converged).size}", file=sys.stderr, flush=True)  # fmt: skip
     return pred, ok & ~np.array(degenerate), result
 
 

@@ -354,7 +354,7 @@ def test_auto_on_one_size_compares_camel_mixture_by_the_one_standard_error_rule(
     assert type(seen["laws"]["camel-mixture"]).__name__ == "CAMELMixture"
     assert len(seen["inputs"]["camel-mixture"]) == 1 and seen["test"].sum() == 10  # a quarter of 40 mixtures
     sizes = {name: n_free_parameters(law) for name, law in seen["laws"].items()}
-    assert sizes["log-linear"] < sizes["camel-mixture"]  # 6 vs 3 * 4 + 3 + 3 + 1 = 19 (k = 3, n = 4)
+    assert sizes["log-linear"] < sizes["camel-mixture"]  # 6 vs 3 * 4 + 3 + 3 + 3 + 1 = 22 (k = 3, n = 4)
     assert chosen.law == winner and f"fitting {winner} on every run" in line
     assert "camel-mixture 1.000%" in line and "one size: laws of the mixture" in line
     assert ("within one standard error" in line) == (winner == "log-linear")
