@@ -338,7 +338,7 @@ def test_auto_on_one_size_compares_camel_mixture_by_the_one_standard_error_rule(
 
     seen = {}
 
-    def held_out(laws, inputs, y, test, *, key, restarts=16, options=None, progress=False):
+    def held_out(laws, inputs, y, test, *, key, restarts=16, options=None, progress=False, weights=None):
         seen.update(laws=dict(laws), inputs=dict(inputs), test=np.asarray(test))
         errors = {"camel-mixture": 1.0, "log-linear": log_linear_error, "dml": 2.0}
         frame = pd.DataFrame({"law": list(errors), "error": list(errors.values()), "error_se": 0.2,
@@ -358,3 +358,28 @@ def test_auto_on_one_size_compares_camel_mixture_by_the_one_standard_error_rule(
     assert chosen.law == winner and f"fitting {winner} on every run" in line
     assert "camel-mixture 1.000%" in line and "one size: laws of the mixture" in line
     assert ("within one standard error" in line) == (winner == "log-linear")
+
+
+def test_held_out_rows_of_several_targets_score_the_mean_of_their_errors():
+    """`--law auto` on a split of rows fits every target at once and ranks by the mean of the targets' held-out
+    MAPEs: each target's error is its own fit's (as fitted alone), a target's unmeasured rows count nowhere."""
+    import jax
+
+    from camel_jax.experiments._select import held_out_rows
+
+    rng = np.random.default_rng(5)
+    r = rng.dirichlet(np.ones(3), 16)
+    truths = [cj.LogLinear.from_params(A=3.0, b=b, eps=0.01) for b in ([-0.02, -0.01, 0.015], [0.03, -0.05, 0.0])]
+    Y = np.stack([np.asarray(t(r)) * np.exp(rng.normal(0, 0.01, 16)) for t in truths])
+    weights = np.ones_like(Y)
+    weights[1, [0, 5]] = 0.0  # target 1 was not measured on a held-out row and a training row
+    law = cj.LogLinear.sample_init(jax.random.key(0), n_datasets=3)
+    test = np.arange(16) % 4 == 0
+    common = dict(key=jax.random.key(1), restarts=2)
+    _, both = held_out_rows({"log-linear": law}, {"log-linear": (r,)}, Y, test, weights=weights, **common)
+    alone = [held_out_rows({"log-linear": law}, {"log-linear": (r,)}, Y[t], test, weights=weights[t], **common)[1]
+             for t in range(2)]  # fmt: skip
+    assert both["error"][0] == pytest.approx(np.mean([a["error"][0] for a in alone]), rel=1e-6)
+    assert bool(both["converged"][0]) == all(bool(a["converged"][0]) for a in alone)
+    with pytest.raises(ValueError, match="`test` must mark some but not all of the 16 rows"):
+        held_out_rows({"log-linear": law}, {"log-linear": (r,)}, Y, np.ones(16, bool), **common)

@@ -134,6 +134,7 @@ def held_out_rows(
     restarts: int = 16,
     options: FitOptions | None = None,
     progress: bool = False,
+    weights: Any = None,
 ) -> tuple[str, pd.DataFrame]:
     """Fit each candidate law on the rows outside `test` and score its MAPE (%) on the rows in it: law choice by
     any held-out split (a token budget, a quarter of the mixtures), where `select_law` holds out model sizes.
@@ -141,13 +142,18 @@ def held_out_rows(
     **Arguments**:
 
     - `laws`: {name: law template}; `inputs`: {name: the tuple that law is called on} (every tuple over the same
-      rows); `y`: the targets [P]; `test`: booleans [P], the held-out rows (some, not all).
+      rows); `y`: the targets [P], or [T, P] for T targets fitted together (one law for all, as `fit` does);
+      `test`: booleans [P], the held-out rows (some, not all).
     - `key`: draws every fit's starts (`fold_in` by the law's position); `restarts`, `options`: of every fit.
     - `progress`: draw a bar with the laws fitted so far on stderr (only when it is a terminal).
+    - `weights`: [P] or [T, P], 0 where a target was not measured (left out of the fit and of the score).
 
     **Returns**: (the winner's name, a frame with `law, n_train, n_test, error, error_se, converged, degenerate,
     rank`): `rank` 1 for the lowest error among the laws whose fit converged and is not degenerate
-    (`FitResult.degenerate`); the others rank after them, a non-finite error last.
+    (`FitResult.degenerate`); the others rank after them, a non-finite error last. With T targets `error` is the
+    mean of the targets' held-out MAPEs (each target's error counts alike, whatever its number of measured rows),
+    `error_se` the standard error of that mean over the held-out points, `converged` that every target's best
+    start converged and `degenerate` that some target's fit is.
     """
     import warnings
 
@@ -155,22 +161,30 @@ def held_out_rows(
 
     test = np.asarray(test, dtype=bool)
     y = np.asarray(y, dtype=float)
-    if test.shape != y.shape or not test.any() or test.all():
-        raise ValueError(f"`test` must mark some but not all of the {y.size} rows; got {int(test.sum())} marked")
+    if test.ndim != 1 or test.shape != y.shape[-1:] or not test.any() or test.all():
+        raise ValueError(f"`test` must mark some but not all of the {y.shape[-1]} rows; got {int(test.sum())} marked")
+    measured = np.broadcast_to(True if weights is None else np.asarray(weights, float) > 0, y.shape)
     rows = []
     for i, (name, law) in enumerate(laws.items()):
         if progress:
             progress_bar(i, len(laws), f"held-out fits ({name})", "laws")
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")  # judged below: converged and degenerate are columns
-            result = fit(law, inputs[name], y, weights=(~test).astype(float), key=jax.random.fold_in(key, i),
-                         restarts=restarts, options=options)  # fmt: skip
-            pred = np.asarray(result.predict(*inputs[name]))[test]
-        ape = 100.0 * np.abs(pred / y[test] - 1.0)
+            result = fit(law, inputs[name], y, weights=(measured & ~test).astype(float),
+                         key=jax.random.fold_in(key, i), restarts=restarts, options=options)  # fmt: skip
+            pred = np.asarray(result.predict(*inputs[name]))
+        scored = measured & test  # [P] or [T, P]
+        with np.errstate(all="ignore"):
+            ape = np.where(scored, 100.0 * np.abs(pred / y - 1.0), 0.0)
+        counts = np.atleast_1d(scored.sum(-1))
+        per_target = np.atleast_1d(ape.sum(-1))[counts > 0] / counts[counts > 0]  # targets with a held-out point
+        error = float(np.mean(per_target)) if per_target.size else np.nan
+        points = ape[scored]
+        best = np.atleast_1d(np.asarray(result.best_status))
         rows.append({
-            "law": name, "n_train": int((~test).sum()), "n_test": int(test.sum()), "error": float(np.mean(ape)),
-            "error_se": float(np.std(ape, ddof=1) / np.sqrt(ape.size)) if ape.size > 1 else np.nan,
-            "converged": int(result.best_status) in (Status.CONVERGED, Status.STALLED),
+            "law": name, "n_train": int((~test).sum()), "n_test": int(test.sum()), "error": error,
+            "error_se": float(np.std(points, ddof=1) / np.sqrt(points.size)) if points.size > 1 else np.nan,
+            "converged": bool(np.all(np.isin(best, [Status.CONVERGED, Status.STALLED]))),
             "degenerate": bool(result.degenerate()),
         })  # fmt: skip
     if progress:
