@@ -65,8 +65,8 @@ def _conditional_score(q: Array, Fc: Array, g: Array, noise2: float | Array) -> 
 
 def continuous_next_runs(
     fitted: BootstrapResult | FitResult,
-    sizes: Sequence[float],
-    costs: Sequence[float],
+    sizes: Sequence[float] | np.ndarray,
+    costs: Sequence[float] | np.ndarray,
     *,
     target_size: float,
     noise: float,
@@ -118,6 +118,7 @@ def continuous_next_runs(
     if not isinstance(fitted, wanted):
         raise TypeError(f"score={score!r} needs `fitted` to be a {wanted.__name__}; got {type(fitted).__name__}")
     if score == "band":
+        assert isinstance(fitted, FitResult)  # for mypy: checked above
         return _band_next_runs(fitted, sizes_arr, costs_arr, float(target_size), float(noise), key, batch, budget,
                                starts, steps, learning_rate, decimals, names, reference, min_share)  # fmt: skip
     laws = fitted.laws
@@ -249,8 +250,15 @@ def _band_ascend(problem: _BandProblem, chosen: Array, zv0: Array, learning_rate
 
 
 @eqx.filter_jit
-def _band_rows(problem: _BandProblem, r: Array, size: Array) -> Array:
-    return _new_rows(problem.law, problem.options, problem.scale, r, size)
+def _band_after(problem: _BandProblem, chosen: Array, j: Array, r: Array, size: Array) -> tuple[Array, Array]:
+    """For each candidate run (r [S, n], size [S]) put in slot j of `chosen`: its row [S, d] and the gain's
+    variance after it [S]."""
+
+    def one(r: Array, size: Array) -> tuple[Array, Array]:
+        row = _new_rows(problem.law, problem.options, problem.scale, r[None, :], size[None])[0]
+        return row, _band_variance(problem.info, problem.g, problem.s2, problem.ridge, chosen.at[j].set(row))
+
+    return jax.vmap(one)(r, size)
 
 
 @eqx.filter_jit
@@ -301,22 +309,24 @@ def _band_next_runs(fitted: FitResult, sizes_arr: np.ndarray, costs_arr: np.ndar
         shares = jax.random.dirichlet(k, jnp.ones(n, dtype), (len(v0),))
         zv0 = jnp.concatenate([jnp.log(jnp.maximum(shares, 1e-12)), jnp.asarray(v0, dtype)[:, None]], axis=1)
         zv = np.asarray(_band_ascend(problem, chosen, zv0, jnp.asarray(learning_rate, dtype), steps))
+        zv = zv[np.all(np.isfinite(zv), axis=1)]  # a diverged start loses
+        r = np.round(np.asarray(problem.mixture(jnp.asarray(zv[:, :-1]))), decimals)
+        r = r / r.sum(axis=1, keepdims=True)  # trainable shares
+        log_size = lo + (hi - lo) / (1 + np.exp(-zv[:, -1]))
+        distance = np.abs(np.log(sizes_arr)[None, :] - log_size[:, None])
+        distance[:, ~affordable] = np.inf
+        i_size = np.argmin(distance, axis=1)  # the nearest affordable offered size
+        rows_j, after_j = _band_after(problem, chosen, jnp.asarray(j), jnp.asarray(r, dtype),
+                                      jnp.asarray(sizes_arr[i_size], dtype))  # fmt: skip
+        # a mixture where the law's derivatives overflow is not a run to train
+        per_flop = np.where(np.isfinite(np.asarray(after_j)), (left - np.asarray(after_j)) / costs_arr[i_size],
+                            -np.inf)  # fmt: skip
         best: tuple[float, Any] | None = None
-        for w in zv[np.all(np.isfinite(zv), axis=1)]:  # a diverged start loses
-            r = np.round(np.asarray(problem.mixture(jnp.asarray(w[:-1]))), decimals)
-            r = r / r.sum()  # trainable shares
-            log_size = lo + (hi - lo) / (1 + np.exp(-w[-1]))
-            near = np.argsort(np.abs(np.log(sizes_arr) - log_size))  # the nearest affordable offered size
-            i = next((int(i) for i in near if affordable[i]), None)
-            if i is None:
-                continue
-            row = _band_rows(problem, jnp.asarray(r, dtype)[None, :], jnp.full(1, sizes_arr[i], dtype))
-            after = float(_band_variance_jit(problem, chosen.at[j].set(row[0])))
-            removed = left - after
-            if not np.isfinite(removed):  # a mixture where the law's derivatives overflow: not a run to train
-                continue
-            if best is None or removed / costs_arr[i] > best[0]:
-                best = (removed / costs_arr[i], (r, i, row[0], after, removed))
+        if len(per_flop) and np.isfinite(per_flop.max()):
+            s_best = int(np.argmax(per_flop))
+            i = int(i_size[s_best])
+            after = float(after_j[s_best])
+            best = (float(per_flop[s_best]), (r[s_best], i, rows_j[s_best], after, left - after))
         if best is None:
             break
         r, i, row, after, removed = best[1]
@@ -328,7 +338,9 @@ def _band_next_runs(fitted: FitResult, sizes_arr: np.ndarray, costs_arr: np.ndar
     return _result_table(rows, sd_before, choice)
 
 
-def _check_sizes_costs(sizes: Sequence[float], costs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _check_sizes_costs(
+    sizes: Sequence[float] | np.ndarray, costs: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """`sizes` and `costs` as float arrays, checked: 1-D, of the same length, with costs > 0."""
     sizes_arr, costs_arr = np.asarray(sizes, float), np.asarray(costs, float)
     if sizes_arr.shape != costs_arr.shape or sizes_arr.ndim != 1 or not np.all(costs_arr > 0):
