@@ -309,10 +309,11 @@ def main() -> None:
     parser.add_argument("--min-share", type=float, default=0.02, help="gradient (band): each dataset's least share")
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
-    parser.add_argument("--replot", default=None, help="report and draw --figure from an earlier run's --out CSV")
+    parser.add_argument("--replot", default=None, help="report and draw --figure from earlier runs' --out CSVs "
+                        "(comma-separated, e.g. of runs over other --first worlds)")
     args = parser.parse_args()
     if args.replot:
-        rows = pd.read_csv(args.replot)
+        rows = pd.concat([pd.read_csv(path) for path in args.replot.split(",")], ignore_index=True)
         report(rows)
         if args.figure:
             figure(rows, args.figure)

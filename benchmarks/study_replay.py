@@ -15,9 +15,9 @@ table; writes every fit to --out (CSV) and the figure to --figure.
 Usage: python benchmarks/study_replay.py [--tables dmsl,mixinglaws,regmix] [--repeats 4] [--restarts 8]
        [--resamples 16] [--out replay.csv] [--figure docs/studies/11_replay.png]
 
-Split across processes: `--repeat-index I` runs repeat I alone (of --repeats, with the keys of the whole run), and
-`--methods` a subset; every row carries its table, method and repeat, so the processes' --out CSVs concatenate
-(`--replot a.csv,b.csv,...` reads several) into what one process would have written.
+Split across processes: `--repeat-index I[,J,...]` runs those repeats alone (of --repeats, with the keys of the
+whole run), and `--methods` a subset; every row carries its table, method and repeat, so the processes' --out CSVs
+concatenate (`--replot a.csv,b.csv,...` reads several); a repeat draws the same keys as in a whole run.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=4)
     parser.add_argument("--resamples", type=int, default=12)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--methods", default="next,random," + ",".join(cj.experiments.STRATEGIES))
+    parser.add_argument("--methods", default="next,gradient,random," + ",".join(cj.experiments.STRATEGIES))
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets (shares of the pool)")
@@ -160,7 +160,8 @@ def main() -> None:
                         "seed x repeats, so runs with other seeds can be concatenated")  # fmt: skip
     parser.add_argument("--replot", default=None, help="draw --figure from the rows of earlier runs' --out CSVs "
                         "(comma-separated: the rows of processes that ran parts are concatenated)")
-    parser.add_argument("--repeat-index", type=int, default=None, help="run only this repeat (0 .. --repeats - 1)")
+    parser.add_argument("--repeat-index", default=None, help="run only these repeats (comma-separated, each in 0 .. "
+                        "--repeats - 1), with the keys of the whole run")
     parser.add_argument("--steps", type=int, default=100, help="gradient design: ascent steps")
     args = parser.parse_args()
     fractions = tuple(float(f) for f in args.fractions.split(","))
@@ -185,7 +186,7 @@ def main() -> None:
             methods = [m for m in methods if m in ("next", "random", "gradient", "gradient-ensemble")]
         rows = replay(table, key=jax.random.key(args.seed), methods=methods, fractions=fractions, repeats=args.repeats,
                       restarts=args.restarts, n_resamples=args.resamples, batch=args.batch, steps=args.steps,
-                      only=None if args.repeat_index is None else [args.repeat_index],
+                      only=None if args.repeat_index is None else [int(i) for i in args.repeat_index.split(",")],
                       log=lambda s: print(s, flush=True))  # fmt: skip
         rows = rows.assign(table=name, repeat=rows["repeat"] + args.seed * args.repeats)
         frames.append(rows)
