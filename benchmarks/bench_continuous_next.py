@@ -7,15 +7,20 @@ choice, and the mixture minimizing its predicted mean validation loss (the mean 
 losses) at M=20 is scored by its regret: its true mean loss minus the world's optimal one (loss units); the full
 design (every run) is the yardstick.
 
-Both adaptive methods choose once, from one bootstrap of the seed fit, with the largest extra budget; a smaller
-budget reads the prefix of their (greedy, in order) choice that fits it. Every fit has the same shapes (the design
-plus slots for the gradient's runs, zero-weighted when unused), so the whole run compiles one fit.
+`gradient (band)` is `continuous_next_runs(score="band")` on the seed fit itself: the gain's Gauss-Newton band
+through the fit's implicit derivative (no bootstrap), the size a continuous variable too, every share at least
+--min-share, rounded to the design's sizes.
+
+The adaptive methods choose once, from the seed fit (the ensemble ones from one bootstrap of it), with the
+largest extra budget; a smaller budget reads the prefix of their (greedy, in order) choice that fits it. Every fit
+has the same shapes (the design plus slots for the chosen runs, zero-weighted when unused), so the whole run
+compiles one fit.
 
 Prints per world and the regret-vs-FLOPs table (median [mean] over worlds); --out writes the per-world rows (CSV),
 --figure draws them (or --replot rows.csv --figure fig.png redraws a figure without fitting).
 
-Usage: python benchmarks/bench_continuous_next.py [--worlds 5] [--extra 0.125,0.25] [--resamples 8]
-       [--restarts 4] [--out rows.csv] [--figure fig.png]
+Usage: python benchmarks/bench_continuous_next.py [--worlds 5] [--first 0] [--extra 0.125,0.25] [--resamples 8]
+       [--restarts 4] [--out rows.csv] [--figure fig.png]; --replot a.csv,b.csv,... joins runs over other worlds
 """
 
 from __future__ import annotations
