@@ -274,11 +274,10 @@ def _band_next_runs(fitted: FitResult, sizes_arr: np.ndarray, costs_arr: np.ndar
         raise ValueError("score='band' needs a law of (mixture, size); this fit has "
                          f"{len(fitted.inputs)} inputs (a token-aware law?)")  # fmt: skip
     law, _ = _best_start(fitted)
-    n_check = int(fitted.inputs[0].shape[1])
-    if not 0.0 <= min_share < 1.0 / n_check:
-        raise ValueError(f"`min_share` must be in [0, 1/{n_check}); got {min_share}")
-    options = fitted.fit_options
     n = int(fitted.inputs[0].shape[1])
+    if not 0.0 <= min_share < 1.0 / n:
+        raise ValueError(f"`min_share` must be in [0, 1/{n}); got {min_share}")
+    options = fitted.fit_options
     names = list(names) if names is not None else [f"r_{j}" for j in range(n)]
     dtype = fitted.inputs[0].dtype
     M_t = jnp.full(1, target_size, dtype)
