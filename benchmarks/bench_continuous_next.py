@@ -7,15 +7,20 @@ choice, and the mixture minimizing its predicted mean validation loss (the mean 
 losses) at M=20 is scored by its regret: its true mean loss minus the world's optimal one (loss units); the full
 design (every run) is the yardstick.
 
-Both adaptive methods choose once, from one bootstrap of the seed fit, with the largest extra budget; a smaller
-budget reads the prefix of their (greedy, in order) choice that fits it. Every fit has the same shapes (the design
-plus slots for the gradient's runs, zero-weighted when unused), so the whole run compiles one fit.
+`gradient (band)` is `continuous_next_runs(score="band")` on the seed fit itself: the gain's Gauss-Newton band
+through the fit's implicit derivative (no bootstrap), the size a continuous variable too, every share at least
+--min-share, rounded to the design's sizes.
+
+The adaptive methods choose once, from the seed fit (the ensemble ones from one bootstrap of it), with the
+largest extra budget; a smaller budget reads the prefix of their (greedy, in order) choice that fits it. Every fit
+has the same shapes (the design plus slots for the chosen runs, zero-weighted when unused), so the whole run
+compiles one fit.
 
 Prints per world and the regret-vs-FLOPs table (median [mean] over worlds); --out writes the per-world rows (CSV),
 --figure draws them (or --replot rows.csv --figure fig.png redraws a figure without fitting).
 
-Usage: python benchmarks/bench_continuous_next.py [--worlds 5] [--extra 0.125,0.25] [--resamples 8]
-       [--restarts 4] [--out rows.csv] [--figure fig.png]
+Usage: python benchmarks/bench_continuous_next.py [--worlds 5] [--first 0] [--extra 0.125,0.25] [--resamples 8]
+       [--restarts 4] [--out rows.csv] [--figure fig.png]; --replot a.csv,b.csv,... joins runs over other worlds
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ SIZES = (4.0, 5.0, 6.0, 7.0, 8.0, 10.0)
 TARGET = 20.0
 NOISE = 0.01
 SEED_SHARE = 0.25
-METHODS = ("seed only", "next_runs", "gradient", "hourglass", "full design")
+METHODS = ("seed only", "next_runs", "next_runs (simplex)", "gradient", "gradient (band)", "hourglass", "full design")
 
 
 class _Predicted(eqx.Module):
@@ -136,7 +141,7 @@ def one_world(seed: int, args: argparse.Namespace) -> list[dict[str, float]]:
     columns = [f"r_{d}" for d in world.datasets]
     full_flops = float(design["flops"].sum())
     extras = sorted(float(e) for e in args.extra.split(","))
-    slots = Slots(design, columns, 2 * args.batch)
+    slots = Slots(design, columns, 3 * args.batch)
     n_rows = len(slots.table)
     best = np.asarray(cj.optimal_mixture(_TrueMeanLoss(world, jnp.full(1, TARGET)), 5, key=k_pick).r)
 
@@ -192,6 +197,15 @@ def one_world(seed: int, args: argparse.Namespace) -> list[dict[str, float]]:
                                 budget=budget, names=columns, starts=args.starts, steps=args.steps)  # fmt: skip
     grad_seconds = time.perf_counter() - t0
     grad_rows = slots.add(train(world, grad[columns].to_numpy(), grad["size"].to_numpy(), k_train))
+    # the same ascent on the seed fit's own Gauss-Newton band of the gain over the reference (implicit derivative;
+    # no bootstrap), the size a continuous variable too, rounded to the design's sizes
+    t0 = time.perf_counter()
+    band = continuous_next_runs(seed_fit, SIZES, costs, target_size=TARGET, noise=noise, key=k_grad, batch=args.batch,
+                                budget=budget, names=columns, starts=args.starts, steps=args.steps, score="band",
+                                reference=np.asarray(simulate.REFERENCE), min_share=args.min_share)  # fmt: skip
+    band_seconds = time.perf_counter() - t0
+    band_rows = slots.add(train(world, band[columns].to_numpy(), band["size"].to_numpy(),
+                                jax.random.fold_in(k_train, 20_000)))  # fmt: skip
     for level, kl in zip(extras, jax.random.split(k_static, len(extras))):
         total = SEED_SHARE + level
         take = prefix_within(chosen["cost"].to_numpy(float), level * full_flops)
@@ -203,6 +217,9 @@ def one_world(seed: int, args: argparse.Namespace) -> list[dict[str, float]]:
         take = prefix_within(grad["flops"].to_numpy(float), level * full_flops)
         record("gradient", total, seed_mask | mask_of(grad_rows[take]),
                {"predicted_removed": float(grad["score"].to_numpy()[take].sum()), "seconds": grad_seconds})
+        take = prefix_within(band["flops"].to_numpy(float), level * full_flops)
+        record("gradient (band)", total, seed_mask | mask_of(band_rows[take]),
+               {"predicted_removed": float(band["score"].to_numpy()[take].sum()), "seconds": band_seconds})
         static = cj.experiments.sample_design("hourglass", design, total * full_flops, kl).astype(bool)
         record("hourglass", total, mask_of(np.flatnonzero(static)))
     record("full design", 1.0, mask_of(np.arange(len(design))))
@@ -232,6 +249,7 @@ def figure(rows: pd.DataFrame, path: str) -> None:
     full = summary[summary["method"] == "full design"]
     for method, style in (("next_runs", {"marker": "o"}), ("next_runs (simplex)", {"marker": "v"}),
                           ("gradient", {"marker": "s", "color": "k", "lw": 2}),
+                          ("gradient (band)", {"marker": "P", "color": "tab:red", "lw": 2}),
                           ("hourglass", {"marker": "^", "alpha": 0.8})):  # fmt: skip
         part = pd.concat([seed, summary[summary["method"] == method]])
         ax.plot(part["flops"], part["median"], label=method, **style)
@@ -259,7 +277,9 @@ def report(rows: pd.DataFrame) -> None:
               f"{row['mean']:8.4f} +- {row['sem']:6.4f}  {row['distance']:5.3f}  {row['converged']:9.2f}  "
               f"{row['clean']:5.2f}")  # fmt: skip
     full = summary.loc[(1.0, "full design"), "median"]
-    for method in ("next_runs", "next_runs (simplex)", "gradient", "hourglass"):
+    for method in ("next_runs", "next_runs (simplex)", "gradient", "gradient (band)", "hourglass"):
+        if method not in summary.index.get_level_values("method"):
+            continue
         part = summary.xs(method, level="method")
         at_half = part.loc[part.index <= 0.5 + 1e-9]
         if len(at_half):
@@ -268,11 +288,16 @@ def report(rows: pd.DataFrame) -> None:
                   f"{at_half['median'].iloc[-1]:.4f}, {verdict} the full design's {full:.4f}")  # fmt: skip
     paired = rows.pivot_table(index="world", columns=["method", "level"], values="regret")
     top = max(rows.loc[rows["method"] == "gradient", "level"])
-    for other in ("next_runs", "next_runs (simplex)", "hourglass", "full design"):
-        diff = paired[("gradient", top)] - paired[(other, 1.0 if other == "full design" else top)]
-        print(f"  gradient at budget {top:.3f} minus {other}, paired by world: mean {diff.mean():.4f} +- "
-              f"{diff.std() / np.sqrt(len(diff)):.4f}; gradient lower in {(diff < -1e-9).sum()}, higher in "
-              f"{(diff > 1e-9).sum()} of {len(diff)} worlds")  # fmt: skip
+    pairs = [("gradient", other) for other in ("next_runs", "next_runs (simplex)", "hourglass", "full design")]
+    pairs += [("gradient (band)", other) for other in ("gradient", "next_runs (simplex)", "next_runs", "hourglass",
+                                                       "full design")]  # fmt: skip
+    for method, other in pairs:
+        if (method, top) not in paired.columns:
+            continue
+        diff = paired[(method, top)] - paired[(other, 1.0 if other == "full design" else top)]
+        print(f"  {method} at budget {top:.3f} minus {other}, paired by world: mean {diff.mean():.4f} +- "
+              f"{diff.std() / np.sqrt(len(diff)):.4f}, median {diff.median():.4f}; {method} lower in "
+              f"{(diff < -1e-9).sum()}, higher in {(diff > 1e-9).sum()} of {len(diff)} worlds")  # fmt: skip
 
 
 def main() -> None:
@@ -286,12 +311,14 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=64, help="control: random simplex mixtures per size")
     parser.add_argument("--starts", type=int, default=8, help="gradient design: ascent starts per size")
     parser.add_argument("--steps", type=int, default=150, help="gradient design: ascent steps")
+    parser.add_argument("--min-share", type=float, default=0.02, help="gradient (band): each dataset's least share")
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
-    parser.add_argument("--replot", default=None, help="report and draw --figure from an earlier run's --out CSV")
+    parser.add_argument("--replot", default=None, help="report and draw --figure from earlier runs' --out CSVs "
+                        "(comma-separated, e.g. of runs over other --first worlds)")
     args = parser.parse_args()
     if args.replot:
-        rows = pd.read_csv(args.replot)
+        rows = pd.concat([pd.read_csv(path) for path in args.replot.split(",")], ignore_index=True)
         report(rows)
         if args.figure:
             figure(rows, args.figure)
@@ -310,8 +337,10 @@ def main() -> None:
     timing = rows.groupby("world")[["bootstrap_seconds"]].first()
     grad_s = rows[rows["method"] == "gradient"].groupby("world")["seconds"].first()
     next_s = rows[rows["method"] == "next_runs"].groupby("world")["seconds"].first()
+    band_s = rows[rows["method"] == "gradient (band)"].groupby("world")["seconds"].first()
     print(f"choice time per world (median): bootstrap {timing['bootstrap_seconds'].median():.1f} s, next_runs "
-          f"{next_s.median():.1f} s, gradient design {grad_s.median():.1f} s")  # fmt: skip
+          f"{next_s.median():.1f} s, gradient design {grad_s.median():.1f} s, "
+          f"gradient (band) {band_s.median():.1f} s")  # fmt: skip
     report(rows)
     if args.figure:
         figure(rows, args.figure)

@@ -14,6 +14,10 @@ table; writes every fit to --out (CSV) and the figure to --figure.
 
 Usage: python benchmarks/study_replay.py [--tables dmsl,mixinglaws,regmix] [--repeats 4] [--restarts 8]
        [--resamples 16] [--out replay.csv] [--figure docs/studies/11_replay.png]
+
+Split across processes: `--repeat-index I[,J,...]` runs those repeats alone (of --repeats, with the keys of the
+whole run), and `--methods` a subset; every row carries its table, method and repeat, so the processes' --out CSVs
+concatenate (`--replot a.csv,b.csv,...` reads several); a repeat draws the same keys as in a whole run.
 """
 
 from __future__ import annotations
@@ -113,9 +117,10 @@ def figure(curves: dict[str, dict[str, pd.DataFrame]], path: str) -> None:
             if method == "full table":
                 continue
             rows = curve.loc[method]
-            style = {"lw": 2.5, "color": "k"} if method == "next" else {"lw": 1, "alpha": 0.8}
+            style = {"next": {"lw": 2.5, "color": "k"}, "gradient": {"lw": 2.5, "color": "tab:red"},
+                     "gradient-ensemble": {"lw": 1.5, "color": "tab:orange"}}.get(method, {"lw": 1, "alpha": 0.8})
             ax.plot(rows.index, rows["median"], marker="o", ms=3, label=method, **style)
-            if method in ("next", "random"):
+            if method in ("next", "random", "gradient"):
                 ax.fill_between(rows.index, rows["low"], rows["high"], alpha=0.15, color=style.get("color"))
         full = curve.loc[("full table", 1.0)]
         ax.axhline(full["median"], ls="--", color="gray", label="full table")
@@ -145,7 +150,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=4)
     parser.add_argument("--resamples", type=int, default=12)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--methods", default="next,random," + ",".join(cj.experiments.STRATEGIES))
+    parser.add_argument("--methods", default="next,gradient,random," + ",".join(cj.experiments.STRATEGIES))
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", default=None)
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets (shares of the pool)")
@@ -153,11 +158,15 @@ def main() -> None:
     parser.add_argument("--regmix-pool", type=int, default=None, help="RegMix: a random subset of its 512 runs")
     parser.add_argument("--seed", type=int, default=0, help="the key of every draw; repeats are numbered from "
                         "seed x repeats, so runs with other seeds can be concatenated")  # fmt: skip
-    parser.add_argument("--replot", default=None, help="draw --figure from the rows of an earlier run's --out CSV")
+    parser.add_argument("--replot", default=None, help="draw --figure from the rows of earlier runs' --out CSVs "
+                        "(comma-separated: the rows of processes that ran parts are concatenated)")
+    parser.add_argument("--repeat-index", default=None, help="run only these repeats (comma-separated, each in 0 .. "
+                        "--repeats - 1), with the keys of the whole run")
+    parser.add_argument("--steps", type=int, default=100, help="gradient design: ascent steps")
     args = parser.parse_args()
     fractions = tuple(float(f) for f in args.fractions.split(","))
     if args.replot:
-        rows = pd.read_csv(args.replot)
+        rows = pd.concat([pd.read_csv(path) for path in args.replot.split(",")], ignore_index=True)
         curves = {}
         for name, group in rows.groupby("table", sort=False):
             curves[name] = {m: replay_curve(group, fractions, m) for m in METRICS}
@@ -174,15 +183,16 @@ def main() -> None:
         table = regmix(args.regmix_test, args.regmix_pool) if name == "regmix" else TABLES[name]()
         methods = args.methods.split(",")
         if len(np.unique(table.size)) == 1:  # one size: every static strategy is a random draw
-            methods = [m for m in methods if m in ("next", "random")]
+            methods = [m for m in methods if m in ("next", "random", "gradient", "gradient-ensemble")]
         rows = replay(table, key=jax.random.key(args.seed), methods=methods, fractions=fractions, repeats=args.repeats,
-                      restarts=args.restarts, n_resamples=args.resamples, batch=args.batch,
+                      restarts=args.restarts, n_resamples=args.resamples, batch=args.batch, steps=args.steps,
+                      only=None if args.repeat_index is None else [int(i) for i in args.repeat_index.split(",")],
                       log=lambda s: print(s, flush=True))  # fmt: skip
         rows = rows.assign(table=name, repeat=rows["repeat"] + args.seed * args.repeats)
         frames.append(rows)
         curves[name] = {m: replay_curve(rows, fractions, m) for m in METRICS}
         print(f"\n== {name}: {len(table.y)} pool runs, {len(table.y_test)} held out at {table.size_test:.4g}; "
-              f"{args.repeats} repeats; {time.perf_counter() - t0:.0f} s")  # fmt: skip
+              f"{rows['repeat'].nunique()} repeats; {time.perf_counter() - t0:.0f} s")  # fmt: skip
         summarize(curves[name])
         if args.out:
             pd.concat(frames).to_csv(args.out, index=False)
