@@ -384,8 +384,13 @@ def _rank_by_rows(laws: dict[str, Any], base: _Table, tokens: bool, n_sizes: int
     _, table = held_out_rows(laws, inputs, data.y, test, key=key, restarts=restarts, progress=True,
                              weights=data.weight)  # fmt: skip
     frame = table.set_index("law")
-    frame["usable"] = frame["converged"] & ~frame["degenerate"]
-    return frame, how
+    # the final fit's own rule: a law is kept when at most AUTO_MAX_FAILED_SHARE of its targets are unconverged or
+    # degenerate (one target: converged and not degenerate)
+    frame["usable"] = frame["failed_share"] <= AUTO_MAX_FAILED_SHARE
+    finite = np.isfinite(frame["error"].to_numpy())
+    usable = frame["usable"].to_numpy()
+    order = sorted(range(len(frame)), key=lambda j: (not finite[j], not usable[j], frame["error"].iloc[j]))
+    return frame.iloc[order], how
 
 
 def _say_choice(frame: Any, laws: dict[str, Any], how: str, tokens: bool, n_sizes: int) -> None:
@@ -400,8 +405,7 @@ def _say_choice(frame: Any, laws: dict[str, Any], how: str, tokens: bool, n_size
     se = float(frame.loc[best, "error_se"])
     sizes = {name: n_free_parameters(law) for name, law in laws.items()}
     winner = simplest_within(usable["error"].to_dict(), sizes, best, se)
-    errors = ", ".join(f"{n} {e:.3f}%" + ("" if frame.loc[n, "usable"] else " (unconverged or degenerate)")
-                       for n, e in frame["error"].items())  # fmt: skip
+    errors = ", ".join(f"{n} {e:.3f}%{_failed_label(frame, n)}" for n, e in frame["error"].items())
     reads = "tokens vary: laws that read them" if tokens else "one size: laws of the mixture" if n_sizes <= 1 else ""
     why = (
         "the lowest held-out error"
@@ -412,6 +416,18 @@ def _say_choice(frame: Any, laws: dict[str, Any], how: str, tokens: bool, n_size
     print(f"--law auto: held-out MAPE, {how}{'; ' + reads if reads else ''}: {errors}; fitting {winner} on every "
           f"run: {why}")  # fmt: skip
     frame.attrs["winner"] = winner
+
+
+def _failed_label(frame: Any, name: str) -> str:
+    """What `--law auto`'s line says after a candidate's error: nothing for a clean fit; its unconverged or
+    degenerate share of the targets where some (but few enough to keep it) are; "(unconverged or degenerate)"
+    for a candidate it passes over."""
+    share = float(frame.loc[name, "failed_share"]) if "failed_share" in frame else None
+    several = share is not None and 0.0 < share < 1.0
+    if frame.loc[name, "usable"]:
+        return f" ({share:.0%} of the targets unconverged or degenerate)" if several else ""
+    where = f" on {share:.0%} of the targets" if several else ""
+    return f" (unconverged or degenerate{where})"
 
 
 # `--law auto` fits the next candidate of its ranking when the final fit of its pick leaves the best start

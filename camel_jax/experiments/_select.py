@@ -153,7 +153,8 @@ def held_out_rows(
     (`FitResult.degenerate`); the others rank after them, a non-finite error last. With T targets `error` is the
     mean of the targets' held-out MAPEs (each target's error counts alike, whatever its number of measured rows),
     `error_se` the standard error of that mean over the held-out points, `converged` that every target's best
-    start converged and `degenerate` that some target's fit is.
+    start converged, `degenerate` that some target's fit is, and `failed_share` the share of the targets whose
+    best start did not converge or is degenerate (0 or 1 for one target).
     """
     import warnings
 
@@ -181,11 +182,17 @@ def held_out_rows(
         error = float(np.mean(per_target)) if per_target.size else np.nan
         points = ape[scored]
         best = np.atleast_1d(np.asarray(result.best_status))
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            degenerate = result.degenerate()
+        failed = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
+        unconverged = bool(failed.any())
+        for element in degenerate:  # "target {t}: {parameter}" for several targets
+            failed[int(element.split(":", 1)[0].split()[1]) if result.n_targets is not None else 0] = True
         rows.append({
             "law": name, "n_train": int((~test).sum()), "n_test": int(test.sum()), "error": error,
             "error_se": float(np.std(points, ddof=1) / np.sqrt(points.size)) if points.size > 1 else np.nan,
-            "converged": bool(np.all(np.isin(best, [Status.CONVERGED, Status.STALLED]))),
-            "degenerate": bool(result.degenerate()),
+            "converged": not unconverged, "degenerate": bool(degenerate), "failed_share": float(failed.mean()),
         })  # fmt: skip
     if progress:
         progress_bar(len(laws), len(laws), "held-out fits", "laws")
