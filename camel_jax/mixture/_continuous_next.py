@@ -308,24 +308,7 @@ def _band_next_runs(fitted: FitResult, sizes_arr: np.ndarray, costs_arr: np.ndar
         shares = jax.random.dirichlet(k, jnp.ones(n, dtype), (len(v0),))
         zv0 = jnp.concatenate([jnp.log(jnp.maximum(shares, 1e-12)), jnp.asarray(v0, dtype)[:, None]], axis=1)
         zv = np.asarray(_band_ascend(problem, chosen, zv0, jnp.asarray(learning_rate, dtype), steps))
-        zv = zv[np.all(np.isfinite(zv), axis=1)]  # a diverged start loses
-        r = np.round(np.asarray(problem.mixture(jnp.asarray(zv[:, :-1]))), decimals)
-        r = r / r.sum(axis=1, keepdims=True)  # trainable shares
-        log_size = lo + (hi - lo) / (1 + np.exp(-zv[:, -1]))
-        distance = np.abs(np.log(sizes_arr)[None, :] - log_size[:, None])
-        distance[:, ~affordable] = np.inf
-        i_size = np.argmin(distance, axis=1)  # the nearest affordable offered size
-        rows_j, after_j = _band_after(problem, chosen, jnp.asarray(j), jnp.asarray(r, dtype),
-                                      jnp.asarray(sizes_arr[i_size], dtype))  # fmt: skip
-        # a mixture where the law's derivatives overflow is not a run to train
-        per_flop = np.where(np.isfinite(np.asarray(after_j)), (left - np.asarray(after_j)) / costs_arr[i_size],
-                            -np.inf)  # fmt: skip
-        best: tuple[float, Any] | None = None
-        if len(per_flop) and np.isfinite(per_flop.max()):
-            s_best = int(np.argmax(per_flop))
-            i = int(i_size[s_best])
-            after = float(after_j[s_best])
-            best = (float(per_flop[s_best]), (r[s_best], i, rows_j[s_best], after, left - after))
+        best = _band_round(problem, chosen, j, zv, (lo, hi), sizes_arr, costs_arr, affordable, left, decimals)
         if best is None:
             break
         r, i, row, after, removed = best[1]
@@ -335,6 +318,34 @@ def _band_next_runs(fitted: FitResult, sizes_arr: np.ndarray, costs_arr: np.ndar
         rows.append({**dict(zip(names, r)), "size": float(sizes_arr[i]), "flops": float(costs_arr[i]),
                      "score": removed, "score_per_flop": removed / float(costs_arr[i])})  # fmt: skip
     return _result_table(rows, sd_before, choice)
+
+
+def _band_round(problem: Any, chosen: Array, j: int, zv: np.ndarray, size_range: tuple[float, float],
+                sizes_arr: np.ndarray, costs_arr: np.ndarray, affordable: np.ndarray, left: float,
+                decimals: int) -> tuple[float, Any] | None:  # fmt: skip
+    """The ends of one pick's ascents `zv` (mixture coordinates, then the size's logit) rounded to trainable runs
+    (shares to `decimals`, the nearest affordable offered size), rescored there, the best kept: (its reduction of
+    the band's variance per FLOP, (mixture, size index, its Jacobian row, the variance after it, the reduction));
+    None when no end is finite."""
+    dtype = problem.info.dtype
+    lo, hi = size_range
+    zv = zv[np.all(np.isfinite(zv), axis=1)]  # a diverged start loses
+    r = np.round(np.asarray(problem.mixture(jnp.asarray(zv[:, :-1]))), decimals)
+    r = r / r.sum(axis=1, keepdims=True)  # trainable shares
+    log_size = lo + (hi - lo) / (1 + np.exp(-zv[:, -1]))
+    distance = np.abs(np.log(sizes_arr)[None, :] - log_size[:, None])
+    distance[:, ~affordable] = np.inf
+    i_size = np.argmin(distance, axis=1)  # the nearest affordable offered size
+    rows_j, after_j = _band_after(problem, chosen, jnp.asarray(j), jnp.asarray(r, dtype),
+                                  jnp.asarray(sizes_arr[i_size], dtype))  # fmt: skip
+    # a mixture where the law's derivatives overflow is not a run to train
+    per_flop = np.where(np.isfinite(np.asarray(after_j)), (left - np.asarray(after_j)) / costs_arr[i_size],
+                        -np.inf)  # fmt: skip
+    if not len(per_flop) or not np.isfinite(per_flop.max()):
+        return None
+    s_best = int(np.argmax(per_flop))
+    after = float(after_j[s_best])
+    return float(per_flop[s_best]), (r[s_best], int(i_size[s_best]), rows_j[s_best], after, left - after)
 
 
 def _check_sizes_costs(
