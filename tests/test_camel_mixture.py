@@ -172,3 +172,98 @@ def test_the_command_line_fits_predicts_and_optimizes_a_table_without_a_size_col
     decision = json.loads((tmp_path / "decision.json").read_text())
     assert set(decision["mixture"]) == {"r_a", "r_b", "r_c", "r_d"}
     assert main(["optimize", fit_file + ".npz", "--size", "2"]) == 2  # one size: no --size
+
+
+def detached_law(share=0.0, root_a0=0.02**0.5, C1=2.0, loss_scale=1.0):
+    """The law of the test above, term 0 detached (its share `share`, below `DETACHED_SHARE`), in units of
+    `loss_scale`."""
+    return CAMELMixture(
+        profile_roots=jnp.sqrt(jnp.array([[0.97, 0.01, 0.01, 0.01], [0.4, 0.4, 0.1, 0.1], [0.1, 0.1, 0.4, 0.4]])),
+        share_roots=jnp.sqrt(jnp.array([share, 0.5, 0.5])),
+        root_a=jnp.array([root_a0, 0.1**0.5, 0.1**0.5]),
+        raw_alpha=jnp.arcsin(jnp.sqrt(jnp.array([0.3, 0.5, 0.4]))),
+        C1=jnp.asarray(C1),
+        loss_scale=loss_scale,
+        alpha_max=1.0,
+    )
+
+
+def test_a_detached_term_is_its_finite_coordinates_and_not_a_degenerate_fit():
+    """A detached term (share 1e-12) is Kt_0 <w_0 / D, r>^-alpha_0 (`detached_params`, in the user's units: the
+    NumPy formula from them and the attached terms' paper form gives the law's losses), and `degenerate_parameters`
+    does not call its K_0 and row t_0 (~0) degenerate, so auto's failed-targets rule does not count it; its
+    coefficient Kt_0 is checked instead."""
+    from camel_jax.fitting._fit import degenerate_parameters
+
+    law = detached_law(share=1e-12, loss_scale=10.0)
+    assert np.asarray(law.detached_terms()).tolist() == [True, False, False]
+    r = random_mixtures(np.random.default_rng(7), 20, 4, zeros=True)
+    p = {k: np.asarray(v) for k, v in law.params().items()}
+    f = {k: np.asarray(v) for k, v in law.detached_params().items()}
+    eta = r @ p["t"].T
+    attached = np.sum(p["K"][1:] * eta[:, 1:] ** -p["alpha"][1:], axis=1)
+    detached = f["Kt"][0] * (r @ (f["profile"][0] / f["D"])) ** -f["alpha"][0]
+    np.testing.assert_allclose(np.asarray(law(jnp.asarray(r))), p["C"] + attached + detached, rtol=1e-10)
+    assert p["K"][0] < 1e-3 * f["Kt"][0] and np.all(p["t"][0] < 1e-10)  # the paper's form: 0 in the limit
+    y = np.asarray(law(jnp.asarray(r)))
+    assert degenerate_parameters(law, (r,), y, np.ones(20)) == {}
+    # a coefficient the solver ran to (Kt_0 = 3.3e6, C kept near 2) is flagged by its finite coordinate
+    kt = np.array([1e6 / 0.3, 0.1 / 0.5, 0.1 / 0.4])
+    runaway = detached_law(share=1e-12, root_a0=1e3, C1=2.0 + kt.sum())
+    found = degenerate_parameters(runaway, (r,), np.asarray(runaway(jnp.asarray(r))), np.ones(20))
+    assert list(found) == ["Kt[0]"] and "detached" in found["Kt[0]"]
+
+
+def test_the_cli_prints_a_detached_term_by_its_finite_coordinates_never_its_k_and_t(capsys):
+    """`camel-jax fit`'s printing (`_detached`, `_print_params`, `_print_targets`, on the law above with share
+    1e-12, where the paper's K_0 ~ 1e-4 and row t_0 ~ 1e-12 are where the coordinates stopped): one line names the
+    detached term, K_0 and t_0 print as 0, and Kt_0, alpha_0, w_0 and D print as the law's values."""
+    import json
+    from types import SimpleNamespace
+
+    from test_law_choice import NUMBER, assert_no_degenerate_numbers
+
+    from camel_jax.cli.fit import _detached, _print_params, _print_targets
+    from camel_jax.fitting._fit import degenerate_parameters
+
+    law = detached_law(share=1e-12)
+    r = random_mixtures(np.random.default_rng(8), 24, 4, zeros=True)
+    y = np.asarray(law(jnp.asarray(r)))
+    # stand-ins for the fit (its identifiability: one free element, to see its name carried over) and the bootstrap
+    result = SimpleNamespace(law=law, n_targets=None,
+                             identifiability=lambda coordinates: SimpleNamespace(not_identified=("profile[0, 3]",)))
+    boot = SimpleNamespace(interval=lambda level, coordinates: {
+        k: (0.9 * np.asarray(v), 1.1 * np.asarray(v)) for k, v in coordinates(law).items()})  # fmt: skip
+    params = {k: np.asarray(v) for k, v in law.params().items()}
+    out = {
+        "params": {k: v.tolist() for k, v in params.items()},
+        "intervals_95": {k: [(v * 1e-3).tolist(), (v * 1e3).tolist()] for k, v in params.items()},
+        "outside_interval": ["K[0]", "t[0, 1]"],
+        "summary": {"not_identified": ["K[0]"]},
+        "degenerate": degenerate_parameters(law, (r,), y, np.ones(24)),
+    }
+    _detached(result, boot, out)
+    assert out["detached"]["terms"] == [0] and json.loads(json.dumps(out))["detached"]["params"]["Kt"][0] > 0
+    _print_params(out)
+    text = capsys.readouterr().out
+    assert_no_degenerate_numbers(text)
+    assert "terms [0] are detached" in text and "warning" not in text  # nor degenerate, nor outside an interval
+    lines = {line.split(":")[0].strip(): line.split(":", 1)[1] for line in text.splitlines() if ": " in line}
+    assert lines["K"].startswith(" [0 (detached), ") and "95%" not in lines["K"]
+    assert lines["t"].startswith(" [[0, 0, 0, 0], [")
+    for name in ("K", "t"):  # no number the coordinates stopped at: 0, or an attached term's value
+        assert all(float(x) == 0 or abs(float(x)) > 1e-6 for x in NUMBER.findall(lines[name])), lines[name]
+    f = {k: np.asarray(v) for k, v in law.detached_params().items()}
+    for name, value in (("Kt[0]", f["Kt"][0]), ("alpha[0]", f["alpha"][0]), ("profile[0]", f["profile"][0]),
+                        ("D", f["D"])):  # fmt: skip
+        shown = [float(x) for x in NUMBER.findall(lines[name].split("95%")[0])]
+        np.testing.assert_allclose(shown, np.atleast_1d(value), rtol=1e-3, atol=1e-4)
+        assert "95% [" in lines[name]
+    assert "not identified by these data: profile[0][3]" in lines["profile[0]"]
+    # a fit of several targets: one line per target with detached terms, and no parameters printed
+    summary = {"objective": [1e-5, 1e-5], "r2": [0.99, 0.99], "mape_percent": [0.1, 0.1], "n_converged": [4, 4],
+               "n_starts": 4}  # fmt: skip
+    _print_targets({"law_name": "camel-mixture", "law": "CAMELMixture", "targets": ["a", "b"], "summary": summary,
+                    "best_status": ["converged", "converged"], "detached": {"terms": {"b": [0, 2]}}}, None)  # fmt: skip
+    text = capsys.readouterr().out
+    assert "  b: terms [0, 2] are detached" in text and "  a: terms" not in text

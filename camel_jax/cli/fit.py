@@ -215,6 +215,7 @@ def _run(args: argparse.Namespace) -> None:
         boot = None
     fig = _fit_figure(table, result, boot, out["law"], ", ".join(table.targets) or "loss")
     _log_limit(result, boot, out)
+    _detached(result, boot, out)
     kept = _kept(args, result, boot, table, key, out)
     _write_outputs(
         {
@@ -678,6 +679,36 @@ def _log_limit(result: Any, boot: Any, out: dict[str, Any]) -> None:
     out["log_limit"] = limit
 
 
+def _detached(result: Any, boot: Any, out: dict[str, Any]) -> None:
+    """For a camel-mixture fit with detached terms (share s_i = 0 to working precision, `detached_terms`), where
+    the paper's K_i and row t_i are 0 and their printed values (~1e-17) are where the coordinates stopped: the
+    finite coordinates of every term (`detached_params`: Kt, alpha, profile, D), with their bootstrap intervals,
+    into `out["detached"]`, whose "terms" name the detached ones: a list, or {target: list} for a fit of several
+    targets (whose per-target identifiability is not computed)."""
+    law = result.law
+    if not hasattr(law, "detached_terms"):
+        return
+    terms = np.asarray(law.detached_terms())
+    if not terms.any():
+        return
+    coordinates = type(law).detached_params
+    detached: dict[str, Any] = {"params": {k: np.asarray(v).tolist() for k, v in law.detached_params().items()}}
+    if result.n_targets is None:
+        detached["terms"] = np.flatnonzero(terms).tolist()
+        detached["not_identified"] = list(result.identifiability(coordinates=coordinates).not_identified)
+    else:
+        rows = zip(out["targets"], terms)
+        detached["terms"] = {name: np.flatnonzero(row).tolist() for name, row in rows if row.any()}
+    if boot is not None:
+        detached["intervals_95"] = {
+            k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()]
+            for k, (lo, hi) in boot.interval(0.95, coordinates=coordinates).items()
+        }
+        if result.n_targets is None:
+            detached["outside_interval"] = _outside(detached["params"], detached["intervals_95"])
+    out["detached"] = detached
+
+
 def _print_fit(out: dict[str, Any], boot: Any) -> None:
     s = out["summary"]
     print(
@@ -715,6 +746,10 @@ def _print_targets(out: dict[str, Any], boot: Any) -> None:
     if bad:
         print(f"  warning: the best start of {', '.join(bad)} did not converge; their parameters are where the "
               "starts stopped, not what the data determine")  # fmt: skip
+    for name, terms in out.get("detached", {}).get("terms", {}).items():
+        print(f"  {name}: terms {terms} are detached (share 0 to working precision: no share of any dataset); their "
+              "K_i and row t_i are 0 in that limit, not estimates: their finite coordinates (Kt, alpha, profile, D) "
+              "are the .json's \"detached\"")  # fmt: skip
     print("  parameters and 95% intervals of each target: in the .json")
 
 
@@ -733,7 +768,8 @@ def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
 
 def _print_params(out: dict[str, Any]) -> None:
     """Each parameter with its 95% interval; elements the data do not determine are said to be so. Terms in the
-    log-law limit are printed as such (K infinite, C minus infinite), followed by the finite coordinates."""
+    log-law limit are printed as such (K infinite, C minus infinite), and detached terms (`out["detached"]`: K_i and
+    row t_i 0), each followed by the finite coordinates."""
     limit = out.get("log_limit")
     params, intervals, free = out["params"], out.get("intervals_95", {}), set(out["summary"]["not_identified"])
     if limit is not None:
@@ -757,8 +793,11 @@ def _print_params(out: dict[str, Any]) -> None:
         limits |= {f"K[{i}]": "infinite in the log-law limit" for i in terms}
     else:
         limits = {}
+    detached = out.get("detached")
+    fixed = {} if detached is None else _detached_header(detached["terms"], params, limits)
+    free -= set(fixed)
     degenerate = out.get("degenerate", {})
-    _print_block(params, intervals, free, {**limits, **degenerate})
+    _print_block(params, intervals, free, {**limits, **degenerate}, fixed)
     if degenerate:
         print(
             f"  warning: degenerate fit ({len(degenerate)} parameter(s) at a limit, not estimates: "
@@ -771,19 +810,62 @@ def _print_params(out: dict[str, Any]) -> None:
         finite = {k: v for k, v in limit["params"].items() if k != "reference_size"}
         _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]))
     outside = out.get("outside_interval", []) if limit is None else limit.get("outside_interval", [])
+    outside = [name for name in outside if name not in fixed]
+    if detached is not None:
+        outside += _print_detached(detached, degenerate)
     if outside:
         print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
 
 
+def _detached_header(terms: list[int], params: dict[str, Any], limits: dict[str, str]) -> dict[str, str]:
+    """The line that says which terms are detached, and what `_print_block` prints for their K_i and row t_i: 0,
+    their value in that limit, never where the coordinates stopped (~1e-17). A term also in the log-law limit keeps
+    that limit's account of K_i (`limits`). Returns {element name: text}."""
+    from ..laws._camel_mixture import DETACHED_SHARE
+
+    print(
+        f"  terms {terms} are detached (share s_i below {DETACHED_SHARE:g}, 0 to working precision: the term "
+        "takes no share of any dataset): in that limit the paper's K_i and row t_i are 0, printed as such below; "
+        "each is Kt_i <w_i / D, r>^-alpha_i, with its profile w_i over the datasets and D_j = sum_l s_l w_lj, the "
+        "finite coordinates printed after them"
+    )
+    n = int(np.shape(params["t"])[-1])
+    fixed = {f"K[{i}]": "0 (detached)" for i in terms if f"K[{i}]" not in limits}
+    return fixed | {f"t[{i}, {j}]": "0" for i in terms for j in range(n)}
+
+
+def _print_detached(detached: dict[str, Any], degenerate: dict[str, str]) -> list[str]:
+    """The finite coordinates of each detached term (Kt_i, alpha_i, its profile w_i) and D, with their 95%
+    intervals; returns the names of those outside their own interval."""
+    print("  finite coordinates of the detached terms:")
+    params, intervals = detached["params"], detached.get("intervals_95", {})
+    free = {name.replace(", ", "][") for name in detached.get("not_identified", [])}  # profile[i, j]: profile[i][j]
+    shown = []
+    for i in detached["terms"]:
+        block = {f"{k}[{i}]": params[k][i] for k in ("Kt", "alpha", "profile")}
+        ends = {f"{k}[{i}]": [lo[i], hi[i]] for k, (lo, hi) in intervals.items() if k != "D"}
+        _print_block(block, ends, free, degenerate)
+        shown += [f"Kt[{i}]", f"alpha[{i}]", f"profile[{i}, "]
+    _print_block({"D": params["D"]}, {k: v for k, v in intervals.items() if k == "D"}, free, degenerate)
+    outside = detached.get("outside_interval", [])
+    return [name for name in outside if name.startswith(("D[", *shown))]
+
+
 def _print_block(
-    params: dict[str, Any], intervals: dict[str, Any], free: set[str], degenerate: dict[str, str] | None = None
+    params: dict[str, Any],
+    intervals: dict[str, Any],
+    free: set[str],
+    degenerate: dict[str, str] | None = None,
+    fixed: dict[str, str] | None = None,
 ) -> None:
     """One line per parameter: its value, its 95% interval when there is one, the elements the data leave free.
     An element in `degenerate` ({element name: why}) is printed as "degenerate (why)", never as a number, and its
-    parameter's interval is left out; an interval end that is not finite prints as "unbounded"."""
+    parameter's interval is left out; one in `fixed` ({element name: text}: a limit that is no failure, a detached
+    term's "0 (detached)") is printed as that text, its parameter's interval left out too; an interval end that is
+    not finite prints as "unbounded"."""
     from ..fitting._identify import element_names
 
-    degenerate = degenerate or {}
+    degenerate, fixed = degenerate or {}, fixed or {}
 
     def show(value, names=None):
         array = np.asarray(value, dtype=float)
@@ -791,14 +873,19 @@ def _print_block(
             return np.array2string(array, precision=4, separator=", ")
         names = names or [""] * array.size
         text = [
-            f"degenerate ({degenerate[n]})" if n in degenerate else f"{v:.4g}" if np.isfinite(v) else "unbounded"
+            fixed[n] if n in fixed else f"degenerate ({degenerate[n]})" if n in degenerate
+            else f"{v:.4g}" if np.isfinite(v) else "unbounded"
             for n, v in zip(names, np.ravel(array))
-        ]
-        return text[0] if array.ndim == 0 else "[" + ", ".join(text) + "]"
+        ]  # fmt: skip
+        if array.ndim == 0:
+            return text[0]
+        rows = [text[i : i + array.shape[-1]] for i in range(0, len(text), array.shape[-1])]  # a matrix by rows
+        inner = ["[" + ", ".join(row) + "]" for row in rows]
+        return inner[0] if array.ndim == 1 else "[" + ", ".join(inner) + "]"
 
     for name, value in params.items():
         names = element_names(name, value)
-        if any(n in degenerate for n in names):
+        if any(n in degenerate or n in fixed for n in names):
             print(f"  {name}: {show(value, names)}")
             continue
         interval = intervals.get(name)

@@ -436,12 +436,16 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
     tokens exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4` between
     sizes a factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law limit are
     not flagged: their K (infinite) and C are stand-ins for the law's finite coordinates (`CAMEL.log_limit_params`).
+    Nor are a detached term's K_i and row t_i (`CAMELMixture.detached_terms`: share 0, a regular point of the
+    coordinates and a legitimate optimum, where both are 0): `camel-jax fit` reports the term by its finite
+    coordinates (`CAMELMixture.detached_params`), whose coefficient Kt_i is checked instead (`Kt[i]`).
 
     **Arguments**:
 
     - `law`: the law (unbatched); `inputs`: the fitted inputs; `y`, `weights`: the targets [P] and weights [P].
 
-    **Returns**: {element name (`K[1]`, `C`): why, in a few words}, in `params()` order.
+    **Returns**: {element name (`K[1]`, `C`): why, in a few words}, in `params()` order (a detached term's `Kt[i]`
+    last).
     """
     from ._identify import element_names
 
@@ -455,6 +459,10 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
         terms = np.flatnonzero(np.asarray(law.log_limit_terms()))
         if terms.size:
             excused = {"C", *(f"K[{i}]" for i in terms)}
+    log_limit, detached = set(excused), _detached_terms(law)
+    if detached:
+        n = int(np.shape(law.params()["t"])[-1])
+        excused |= {f"K[{i}]" for i in detached} | {f"t[{i}, {j}]" for i in detached for j in range(n)}
     exponents = _exponents(law)
     out: dict[str, str] = {}
     with np.errstate(all="ignore"):
@@ -479,7 +487,22 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
                             f"so large that its term changes by a factor e^{abs(v) * span:.0f} between the smallest "
                             f"and largest trained {kind} (a step inside the trained range, not a power law)"
                         )
+        for i, coefficient in detached.items():  # the finite coordinate that stands for a detached term's K_i
+            if f"K[{i}]" in log_limit:  # also in the log-law limit: Kt_i is infinite there, as K_i is
+                continue
+            if not np.isfinite(coefficient) or abs(coefficient) > ESTIMATE_LIMIT:
+                out[f"Kt[{i}]"] = (f"beyond {ESTIMATE_LIMIT:.0e} in absolute value (the coefficient of a detached "
+                                   "term, a value the solver ran to)")  # fmt: skip
     return out
+
+
+def _detached_terms(law: Any) -> dict[int, float]:
+    """The detached terms of a law that has them (`CAMELMixture.detached_terms`: share s_i = 0, a regular point
+    where the paper's K_i and row t_i are 0, not estimates), {term: its coefficient Kt_i in the user's units}."""
+    if not hasattr(law, "detached_terms"):
+        return {}
+    coefficients = np.asarray(law.detached_params()["Kt"], dtype=float)
+    return {int(i): float(coefficients[i]) for i in np.flatnonzero(np.asarray(law.detached_terms()))}
 
 
 def r_squared(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -173,6 +173,16 @@ class CAMELMixture(AbstractLaw):
         s_i^-alpha_i is the coefficient of (eta_i / s_i)^-alpha_i (see the class)."""
         return {"a": self.loss_scale * self.a, "kappa": self.kappa / self.loss_scale, "C1": self.loss_scale * self.C1}
 
+    def detached_params(self) -> dict[str, Array]:
+        """The finite coordinates that describe a detached term (`detached_terms`), for every term, in the user's
+        units of loss: `Kt` [k] (Kt_i = K_i s_i^-alpha_i, the coefficient of (eta_i / s_i)^-alpha_i; infinite in
+        the log-law limit), `alpha` [k], `profile` [k, n] (w_i) and `D` [n] (D_j = sum_l s_l w_lj). The law is
+        L(r) = C + sum_i Kt_i <w_i / D, r>^-alpha_i, so a detached term, whose paper-form K_i and row t_i are 0,
+        is Kt_i <w_i / D, r>^-alpha_i. `CAMELMixture.detached_params` is the `coordinates` of `identifiability` and
+        `BootstrapResult.interval` for those terms."""
+        Kt = self.loss_scale / self.kappa
+        return {"Kt": Kt, "alpha": self.alpha, "profile": self.profile, "D": self._columns()}
+
     @classmethod
     def from_params(
         cls,
