@@ -271,31 +271,6 @@ def test_a_fit_keeps_its_bootstrap_and_calibration_through_save_and_load(cli_fit
     assert old.bootstrap is None and old.calibration is None and cj.read_metadata(path) == {}
 
 
-def test_a_fit_of_several_losses_decides_on_the_objective_by_name(cli_fit):
-    """Three validation losses fitted at once, bootstrapped together ([B, T] laws); the objective of one target
-    by name is the decision of that target alone (its weights), and names it does not have are refused."""
-    world = simulate.default_world(jax.random.key(0))
-    ref = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
-    runs = world.runs(cj.experiments.perturbed_mixtures(ref), [4.0, 6.0, 8.0], noise=0.002, key=jax.random.key(1))
-    data = world.mixture_data(runs, "loss_val0")
-    Y = jnp.stack([jnp.asarray(runs[f"loss_val{v}"].to_numpy()) for v in range(3)])
-    law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
-    with _quiet():
-        result = cj.fit(law, data.inputs, Y, key=jax.random.key(0), restarts=2)
-        boot = cj.bootstrap_fit(result, key=jax.random.key(1), n_resamples=4)
-    assert np.shape(boot.objectives) == (4, 3)
-    assert np.asarray(boot.predict(data.r, data.size)).shape == (4, 3, len(Y[0]))
-    result = dataclasses.replace(result, bootstrap=boot)
-    names = ["val0", "val1", "val2"]
-    one = cj.decide_loss(result, key=jax.random.key(2), size=20.0, reference=ref, weights="val1", targets=names,
-                         restarts=RESTARTS)  # fmt: skip
-    np.testing.assert_allclose(one.weights, [0.0, 1.0, 0.0])
-    at = np.asarray(result.predict(jnp.asarray(np.stack([one.mixture, ref])), jnp.full(2, 20.0)))
-    assert one.value == pytest.approx(at[1, 0], rel=1e-10) and one.reference_value == pytest.approx(at[1, 1], rel=1e-10)
-    with pytest.raises(ValueError, match="no target 'val9'"):
-        cj.decide_loss(result, key=jax.random.key(2), size=20.0, weights="val9", targets=names)
-
-
 def test_the_band_of_a_new_run_covers_new_runs_and_the_mean_band_does_not():
     """A new run's measured loss scatters about the law: `prediction_band` (new_runs, the default) covers new
     draws at the trained sizes near its level; the band of the law's mean alone (new_runs=False) covers far fewer
@@ -320,21 +295,34 @@ def test_the_band_of_a_new_run_covers_new_runs_and_the_mean_band_does_not():
     assert np.mean(mean_covered) < 0.7, mean_covered
 
 
-def test_a_fit_of_several_losses_past_three_sizes_keeps_its_calibration(tmp_path, capsys):
-    """`camel-jax fit` of two losses on 4 sizes calibrates its extrapolation error, as a fit of one does: the
-    calibration gets the law's template and the batched fit as its starts (before, the batched law failed its
-    shapes, the fit said "not calibrated", and the bands past the largest size were the bootstrap's alone: on 5Mix
-    at 1B they covered 0.05 of the held-out rows)."""
+def test_a_fit_of_several_losses_is_calibrated_and_decides_on_the_objective_by_name(tmp_path, capsys):
+    """`camel-jax fit` of three losses on 4 sizes calibrates its extrapolation error, as a fit of one does (the
+    calibration gets the law's template and the batched fit as its starts: before, the batched law failed its
+    shapes, the fit said "not calibrated", and the bands past the largest size were the bootstrap's alone; on 5Mix
+    at 1B they covered 0.05 of the held-out rows). Its file keeps the resamples of all three together ([B, T]
+    laws), and the objective of one target by name is the decision of that target alone; names it does not have
+    are refused."""
     world = simulate.default_world(jax.random.key(0))
     ref = np.array([0.35, 0.25, 0.15, 0.10, 0.15])
     runs = world.runs(cj.experiments.perturbed_mixtures(ref), [4.0, 6.0, 8.0, 12.0], noise=0.002, key=jax.random.key(1))
-    columns = [f"r_{d}" for d in world.datasets] + ["size", "loss_val0", "loss_val1"]
-    runs[columns].to_csv(tmp_path / "runs.csv", index=False)
-    argv = ["fit", str(tmp_path / "runs.csv"), "--target", "loss_val0,loss_val1", "--law", "log-linear-size",
-            "--restarts", "2", "--resamples", "2", "--out", str(tmp_path / "fit")]  # fmt: skip
+    names = ["loss_val0", "loss_val1", "loss_val2"]
+    runs[[f"r_{d}" for d in world.datasets] + ["size", *names]].to_csv(tmp_path / "runs.csv", index=False)
+    argv = ["fit", str(tmp_path / "runs.csv"), "--target", ",".join(names), "--law", "log-linear-size",
+            "--restarts", "2", "--resamples", "4", "--out", str(tmp_path / "fit")]  # fmt: skip
     with _quiet():
         assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     assert "extrapolation error:" in printed and "not calibrated" not in printed
-    fitted = cj.load(tmp_path / "fit.npz")
-    assert fitted.calibration is not None and fitted.n_targets == 2
+    result = cj.load(tmp_path / "fit.npz")
+    assert result.calibration is not None and result.n_targets == 3 and result.targets == tuple(names)
+    boot = result.bootstrap
+    r, size = np.asarray(result.inputs[0]), np.asarray(result.inputs[1])
+    assert np.shape(boot.objectives) == (4, 3) and np.asarray(boot.predict(r, size)).shape == (4, 3, len(size))
+    with _quiet():
+        one = cj.decide_loss(result, key=jax.random.key(2), size=20.0, reference=ref, weights="loss_val1",
+                             restarts=RESTARTS)  # fmt: skip
+    np.testing.assert_allclose(one.weights, [0.0, 1.0, 0.0])
+    at = np.asarray(result.predict(jnp.asarray(np.stack([one.mixture, ref])), jnp.full(2, 20.0)))
+    assert one.value == pytest.approx(at[1, 0], rel=1e-10) and one.reference_value == pytest.approx(at[1, 1], rel=1e-10)
+    with pytest.raises(ValueError, match="no target 'val9'"):
+        cj.decide_loss(result, key=jax.random.key(2), size=20.0, weights="val9")

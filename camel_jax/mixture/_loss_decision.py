@@ -281,7 +281,7 @@ def decide_loss(
       pick comes with no band and the verdict is "not resolved".
     - `calibration`: the extrapolation error (default `result.calibration`); None: the bootstrap's spread only.
     - `weights`: the objective over T targets (`target_weights`): None or "mean", a target's name, or {name: w};
-      `targets`: the T targets' names, in the fit's order (default "target 0", ...).
+      `targets`: the T targets' names, in the fit's order (default the fit's own `targets`, else "target 0", ...).
     - `support`: "data" (default: the trained range widened by `SUPPORT_MARGIN`, `data_support`), "simplex", or
       (lower [n], upper [n]). `lower`, `upper`, `max_shift` (with `reference`: r_j within ref_j (1 +- max_shift)):
       explicit bounds, replacing the region.
@@ -442,8 +442,9 @@ def _targets(result: FitResult, targets: Sequence[str] | None) -> list[str]:
     T = result.n_targets
     if T is None:
         return ["target"] if targets is None else [str(t) for t in targets][:1]
-    if targets is None:
-        return [f"target {t}" for t in range(T)]
+    if targets is None:  # the fit's own names (`fit(..., targets=)`, a file of `camel-jax fit`)
+        own = getattr(result, "targets", None)
+        return [str(t) for t in own] if own is not None and len(own) == T else [f"target {t}" for t in range(T)]
     names = [str(t) for t in targets]
     if len(names) != T:
         raise ValueError(f"`targets` must name the fit's {T} targets; got {len(names)}")
