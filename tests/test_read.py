@@ -257,6 +257,9 @@ def fit_cli(tmp_path, capsys, *argv):
     return json.loads((prefix.with_suffix(".json")).read_text()), out.out, prefix
 
 
+# The whole run's 20 minutes (issue 57): 13 s. test_cli_olmix_pair keeps "every target in one program" in CI, and
+# the reader tests keep the mixinglaws format.
+@pytest.mark.slow
 def test_cli_mixinglaws_every_domain_in_one_program(tmp_path, capsys, count_fits):
     path = shared_data.path("mixinglaws_ye2024") / "2Mix_long.csv"
     out, text, prefix = fit_cli(tmp_path, capsys, path, "--law", "camel-tied", "--n-domains", "2")
