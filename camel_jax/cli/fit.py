@@ -439,21 +439,11 @@ AUTO_MAX_FAILED_SHARE = 0.25
 def _failed_targets(result: Any) -> tuple[int, int, list[str]]:
     """(the targets whose best start did not meet its stopping rule or is degenerate, the targets, the statuses of
     the unconverged ones): a single-target fit counts as one target."""
-    import warnings
-
+    from ..experiments._select import target_failures
     from ..solver._options import Status
 
     best = np.atleast_1d(np.asarray(result.best_status))
-    unconverged = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
-    failed = unconverged.copy()
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        degenerate = result.degenerate()
-    if result.n_targets is None:
-        failed |= bool(degenerate)
-    else:  # keys "target {t}: {parameter}"
-        for name in degenerate:
-            failed[int(name.split(":", 1)[0].split()[1])] = True
+    unconverged, failed, _ = target_failures(result)
     labels = sorted({Status(int(code)).label for code in best[unconverged]})
     return int(failed.sum()), int(best.size), labels
 

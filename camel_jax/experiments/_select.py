@@ -124,6 +124,22 @@ def simplest_within(errors: Mapping[str, float], n_params: Mapping[str, int], be
     return min(close, key=lambda name: (n_params[name], errors[name]))
 
 
+def target_failures(result: Any) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
+    """Per target (one for a fit of one): whether its best start did not meet its stopping rule, whether it did not
+    or is degenerate, each [T] booleans, and the degenerate elements (`FitResult.degenerate`, warnings silenced)."""
+    import warnings
+
+    best = np.atleast_1d(np.asarray(result.best_status))
+    unconverged = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        degenerate = result.degenerate()
+    failed = unconverged.copy()
+    for element in degenerate:  # "target {t}: {parameter}" for several targets
+        failed[int(element.split(":", 1)[0].split()[1]) if result.n_targets is not None else 0] = True
+    return unconverged, failed, degenerate
+
+
 def held_out_rows(
     laws: Mapping[str, Any],
     inputs: Mapping[str, tuple[Any, ...]],
@@ -181,18 +197,11 @@ def held_out_rows(
         per_target = np.atleast_1d(ape.sum(-1))[counts > 0] / counts[counts > 0]  # targets with a held-out point
         error = float(np.mean(per_target)) if per_target.size else np.nan
         points = ape[scored]
-        best = np.atleast_1d(np.asarray(result.best_status))
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            degenerate = result.degenerate()
-        failed = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
-        unconverged = bool(failed.any())
-        for element in degenerate:  # "target {t}: {parameter}" for several targets
-            failed[int(element.split(":", 1)[0].split()[1]) if result.n_targets is not None else 0] = True
+        unconverged, failed, degenerate = target_failures(result)
         rows.append({
             "law": name, "n_train": int((~test).sum()), "n_test": int(test.sum()), "error": error,
             "error_se": float(np.std(points, ddof=1) / np.sqrt(points.size)) if points.size > 1 else np.nan,
-            "converged": not unconverged, "degenerate": bool(degenerate), "failed_share": float(failed.mean()),
+            "converged": not unconverged.any(), "degenerate": bool(degenerate), "failed_share": float(failed.mean()),
         })  # fmt: skip
     if progress:
         progress_bar(len(laws), len(laws), "held-out fits", "laws")
