@@ -153,7 +153,7 @@ for seed in range(1 if QUICK else 3):
         strategy={s: s for s in strategies},
         repeats=1 if QUICK else 3,
         restarts=2 if QUICK else 4,
-        adaptive={"rounds": 2 if QUICK else 3, "n_resamples": 8 if QUICK else 16},
+        adaptive={"rounds": 1 if QUICK else 3, "n_resamples": 8 if QUICK else 16},
     )
     frames.append(frame.assign(world=seed, fraction=(frame["budget"] / full).round(2), spent=frame["flops"] / full))
     print(f"world {seed}: {time.perf_counter() - t0:.0f} s")
