@@ -70,6 +70,19 @@ def test_degenerate_parameters_names_infinite_limits_levels_and_steps():
     )
 
 
+def test_a_coefficient_is_judged_in_the_data_units_not_the_raw_ones():
+    # SODM-like B = 4.3e8 with beta = 0.89 over raw tokens near 1e9-1e10 is a term of 0.5-4, an estimate (3Mix's
+    # sodm-additive was called degenerate for it); the same exponent with B = 1e20 is a term of 1e11: a runaway
+    N = np.geomspace(7e7, 4.1e8, 12)
+    D = 20 * N
+    y = np.full(12, 3.0)
+    legit = cj.Chinchilla.from_params(A=400.0, B=4.3e8, E=1.7, alpha=0.34, beta=0.89)
+    assert degenerate_parameters(legit, (N, D), y, np.ones(12)) == {}
+    runaway = cj.Chinchilla.from_params(A=400.0, B=1e20, E=1.7, alpha=0.34, beta=0.89)
+    found = degenerate_parameters(runaway, (N, D), y, np.ones(12))
+    assert list(found) == ["B"] and "in the data's units" in found["B"]
+
+
 def test_camel_in_the_log_law_limit_is_not_degenerate():
     law = cj.CAMEL.from_params(t=np.full((2, 3), 1 / 2), K=[1.0, 2.0], alpha=[0.3, 0.2], beta=[0.5, 0.4], C=1.5)
     limit = type(law).from_params(**{**law.params(), "beta": np.array([0.5, 1e-9])})
@@ -177,8 +190,9 @@ def test_auto_with_two_sizes_holds_out_the_largest_token_budget_among_laws_that_
     y = np.asarray(truth(r, size, tokens)) * np.exp(rng.normal(0, 0.002, 24))
     frame = pd.DataFrame(r, columns=["r_a", "r_b", "r_c"]).assign(size=size, tokens=tokens, loss=y)
     frame.to_csv(tmp_path / "runs.csv", index=False)
-    code = main(["fit", str(tmp_path / "runs.csv"), "--restarts", "4", "--resamples", "0", "--out",
-                 str(tmp_path / "fit")])  # fmt: skip
+    # a mixture's three budgets at one size read as one run's checkpoints: every one kept (the default is the last)
+    code = main(["fit", str(tmp_path / "runs.csv"), "--checkpoint", "all", "--restarts", "4", "--resamples", "0",
+                 "--out", str(tmp_path / "fit")])  # fmt: skip
     text = capsys.readouterr().out
     assert code == 0, text
     line = next(x for x in text.splitlines() if x.startswith("--law auto: held-out MAPE"))

@@ -399,8 +399,8 @@ DEGENERATE_HINT = (
 )
 # A level (an irreducible loss) beyond this many times the targets' scale is a value the solver ran to, not a loss.
 LEVEL_LIMIT = 1e6
-# Any other coefficient (K, A, B) beyond this in absolute value is a value the solver ran to: the command line never
-# prints such a number as an estimate (issue 56).
+# Any other coefficient (K, A, B) beyond this in absolute value in the data's units (`_params_in_data_units`) is a
+# value the solver ran to: the command line never prints it as an estimate (issue 56).
 ESTIMATE_LIMIT = 1e6
 # A size or tokens exponent whose term changes by more than this factor across the trained range acts as a step.
 STEP_FACTOR = 1e6
@@ -432,13 +432,16 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
 
     Four kinds, each a value no extrapolation can rest on: a non-finite value (`K inf`, `C -inf`); a level (`C`,
     `E`) beyond `LEVEL_LIMIT` times the targets' scale (`E = -2.98e18` for losses near 3); any other coefficient
-    beyond `ESTIMATE_LIMIT` (1e6) in absolute value (DML's `K[2] = 3.96e65` on a single-size table); and a size or
-    tokens exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4` between
-    sizes a factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law limit are
-    not flagged: their K (infinite) and C are stand-ins for the law's finite coordinates (`CAMEL.log_limit_params`).
-    Nor are a detached term's K_i and row t_i (`CAMELMixture.detached_terms`: share 0, a regular point of the
-    coordinates and a legitimate optimum, where both are 0): `camel-jax fit` reports the term by its finite
-    coordinates (`CAMELMixture.detached_params`), whose coefficient Kt_i is checked instead (`Kt[i]`).
+    beyond `ESTIMATE_LIMIT` (1e6) in absolute value in the data's units (DML's `K[2] = 3.96e65` on a single-size
+    table), read as the same function with loss, sizes and tokens measured in the units `fit` sets from the data
+    (`data_units`): a coefficient's raw size depends on the units of its input (SODM's `B = 4.3e8` with `beta =
+    0.89` is a term of 0.5 at 1e10 raw tokens, B = 0.54 in units of 1e10), a runaway is large in every unit; and a
+    size or tokens exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4`
+    between sizes a factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law
+    limit are not flagged: their K (infinite) and C are stand-ins for the law's finite coordinates
+    (`CAMEL.log_limit_params`). Nor are a detached term's K_i and row t_i (`CAMELMixture.detached_terms`: share 0, a
+    regular point of the coordinates and a legitimate optimum, where both are 0): `camel-jax fit` reports the term
+    by its finite coordinates (`CAMELMixture.detached_params`), whose coefficient Kt_i is checked instead (`Kt[i]`).
 
     **Arguments**:
 
@@ -466,9 +469,11 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
     exponents = _exponents(law)
     out: dict[str, str] = {}
     with np.errstate(all="ignore"):
+        unitless = _params_in_data_units(law, inputs, y)
         for name, value in law.params().items():
             value = np.asarray(value, dtype=float)
-            for element, v in zip(element_names(name, value), np.ravel(value)):
+            coefficient = np.ravel(np.asarray(unitless.get(name, value), dtype=float))
+            for element, v, c in zip(element_names(name, value), np.ravel(value), coefficient):
                 if element in excused:
                     continue
                 if not np.isfinite(v):
@@ -476,8 +481,9 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
                 elif name in ("C", "E") and abs(v) > LEVEL_LIMIT * scale:
                     side = "above" if v > 0 else "below minus"
                     out[element] = f"{side} {LEVEL_LIMIT:.0e} times the targets' scale (a level the solver ran to)"
-                elif abs(v) > ESTIMATE_LIMIT and name not in exponents:
-                    out[element] = f"beyond {ESTIMATE_LIMIT:.0e} in absolute value (a value the solver ran to)"
+                elif not abs(c) <= ESTIMATE_LIMIT and name not in exponents:
+                    out[element] = (f"beyond {ESTIMATE_LIMIT:.0e} in absolute value in the data's units (a value the "
+                                    "solver ran to)")  # fmt: skip
                 elif name in exponents and exponents[name][0] < len(inputs):
                     position, kind = exponents[name]
                     x = np.asarray(inputs[position], dtype=float)[w]
@@ -494,6 +500,23 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
                 out[f"Kt[{i}]"] = (f"beyond {ESTIMATE_LIMIT:.0e} in absolute value (the coefficient of a detached "
                                    "term, a value the solver ran to)")  # fmt: skip
     return out
+
+
+def _params_in_data_units(law: Any, inputs: Sequence[Any], y: Any) -> dict[str, Any]:
+    """`law.params()` of the same function with loss, sizes and tokens measured in the units a fit on these data
+    sets (`data_units`; coefficients free of the inputs' units): the law re-expressed in those units (`in_units`)
+    and read with its units at the class defaults. The law's own `params()` when it declares no units or cannot be
+    re-expressed (a parameter at an infinite limit)."""
+    from ._units import data_units
+
+    units = data_units(law, inputs, y)
+    defaults = {f.name: f.default for f in dataclasses.fields(type(law)) if f.name in units}
+    if not units or any(value is dataclasses.MISSING for value in defaults.values()):
+        return law.params()
+    try:
+        return dataclasses.replace(law.in_units(**units), **defaults).params()
+    except (ValueError, TypeError, FloatingPointError, OverflowError):
+        return law.params()
 
 
 def _detached_terms(law: Any) -> dict[int, float]:
