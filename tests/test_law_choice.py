@@ -465,3 +465,34 @@ def test_held_out_size_of_several_targets_ranks_as_the_targets_do_not_as_their_m
     errors = dict(zip(on_mean["law"], on_mean["error"]))
     assert winner == "power" and errors["log-linear-size"] > 10 * errors["power"], errors  # 4.5% vs 0.09%
     assert per_target["converged"].all() and on_mean["converged"].all()
+
+
+def test_auto_on_a_size_column_with_one_value_says_it_cannot_extrapolate_in_size(tmp_path, capsys, monkeypatch):
+    """A size column with one value (Data Mixing Laws' 2Mix with its 160M runs held out): with varying tokens, one
+    line naming the column and its value and exit 2, no fit; with one token count, the laws of the mixture, and
+    auto's line says their predictions hold at that size only."""
+    from camel_jax.cli import _parser
+    from camel_jax.cli import fit as cli_fit
+    from camel_jax.cli._common import read_table
+    from camel_jax.experiments import _select
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(rng.dirichlet(np.ones(3), 12), columns=["r_a", "r_b", "r_c"]).assign(size=1e8, loss=3.0)
+    frame.assign(tokens=np.repeat([1e9, 2e9, 4e9], 4)).to_csv(tmp_path / "runs.csv", index=False)
+    code = main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "one model size ('size' holds 1e+08 in every row) and 3 token budgets" in err
+    assert "add runs at a second size" in err and not (tmp_path / "fit.json").exists()
+
+    def held_out(laws, inputs, y, test, *, key, restarts=16, options=None, progress=False, weights=None):
+        errors = {"log-linear": 1.0, "dml": 2.0, "camel-mixture": 3.0}
+        return "log-linear", pd.DataFrame({"law": list(errors), "error": list(errors.values()), "error_se": 0.1,
+                                           "converged": True, "degenerate": False, "failed_share": 0.0})  # fmt: skip
+
+    monkeypatch.setattr(_select, "held_out_rows", held_out)
+    frame.to_csv(tmp_path / "one.csv", index=False)
+    args = _parser().parse_args(["fit", str(tmp_path / "one.csv")])
+    chosen, _ = cli_fit._choose_law(args, read_table(args))
+    line = capsys.readouterr().out.strip()
+    assert chosen.law == "log-linear" and "one model size (1e+08: predictions at this size only)" in line, line

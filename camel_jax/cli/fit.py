@@ -301,6 +301,13 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
               "term is not identified by it, so it is dropped and laws without tokens are compared")  # fmt: skip
         data, tokens = dataclasses.replace(data, tokens=None), None
     n_sizes = 1 if data.size is None else int(np.unique(np.asarray(data.size)).size)
+    if n_sizes <= 1 and tokens is not None and data.size is not None:  # a size column with one value
+        raise UserError(
+            f"--law auto: one model size ({args.size or 'size'!r} holds {float(np.asarray(data.size)[0]):.4g} in every "
+            f"row) and {np.unique(tokens).size} token budgets: no registered law reads tokens without a size, and one "
+            "size says nothing of how the loss changes with size; add runs at a second size, or filter the table to "
+            "one token budget (laws of the mixture, at this size only)"
+        )
     if n_sizes <= 1 and tokens is not None:
         raise UserError(
             f"--law auto: one model size and {np.unique(tokens).size} token budgets: no registered law reads tokens "
@@ -319,6 +326,8 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
     laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), every) for name in names}
     _warn_collinear(every)  # once, here: the final fit does not repeat it (`collinearity_said`)
     test, how = _auto_split(every, tokens is not None, n_sizes, key)
+    if n_sizes <= 1 and data.size is not None:  # a size column with one value: the laws of the mixture ignore it
+        how += f" ({float(np.asarray(data.size)[0]):.4g}: predictions at this size only)"
     # every target fitted at once, as the final fit will be, and scored by the mean of their held-out MAPEs
     ranking = _rank_by_rows(laws, every, test, how, key, min(args.restarts, 16))
     _say_choice(ranking, laws, how, tokens is not None, n_sizes)
