@@ -436,6 +436,7 @@ def test_auto_on_four_sizes_scores_every_target_at_the_largest_size(tmp_path, ca
     assert said in line, line
 
 
+@pytest.mark.slow  # two law compiles, 10-20 s on the shared 2-core machine; the fast check is the mocked test above
 def test_held_out_size_of_several_targets_ranks_as_the_targets_do_not_as_their_mean():
     """Why `--law auto` fits every target at the held-out size too: two losses move with the mixture in opposite
     directions and their mean does not. A law of the mixture holds each loss out at the largest size best (a power
