@@ -280,14 +280,15 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
 
     - a tokens column with one value is said and dropped (a token term is not identified by it);
     - tokens that vary: only laws that read them (a law that ignores a varying column is never a candidate);
-    - 4 or more sizes: the largest size held out (`select_law`);
+    - 4 or more sizes: the largest size held out, each law fitted on the smaller sizes;
     - 2 or 3 sizes: each size's largest token budget held out when the tokens vary, else a quarter of the mixtures;
     - one size: the laws of the mixture alone (`AUTO_MIXTURE_LAWS`: log-linear, DML and CAMEL's law of the mixture,
       camel-mixture), a quarter of the mixtures held out.
 
-    With several targets, a split of rows fits every target at once and scores the mean of their held-out MAPEs
-    (the final fit's own form: on RegMix's 13 losses a law fitted to their mean ranked otherwise than on the losses
-    themselves); a held-out size scores a law fitted to the targets' mean.
+    Every split is scored alike (`held_out_rows`): with several targets each candidate is fitted to every target at
+    once and ranked by the mean of their held-out MAPEs (the final fit's own form: on RegMix's 13 losses a law
+    fitted to their mean ranked otherwise than on the losses themselves), a candidate unconverged or degenerate on
+    more than `AUTO_MAX_FAILED_SHARE` of the targets ranked after the others.
     """
     import jax
 
@@ -300,6 +301,13 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
               "term is not identified by it, so it is dropped and laws without tokens are compared")  # fmt: skip
         data, tokens = dataclasses.replace(data, tokens=None), None
     n_sizes = 1 if data.size is None else int(np.unique(np.asarray(data.size)).size)
+    if n_sizes <= 1 and tokens is not None and data.size is not None:  # a size column with one value
+        raise UserError(
+            f"--law auto: one model size ({args.size or 'size'!r} holds {float(np.asarray(data.size)[0]):.4g} in every "
+            f"row) and {np.unique(tokens).size} token budgets: no registered law reads tokens without a size, and one "
+            "size says nothing of how the loss changes with size; add runs at a second size, or filter the table to "
+            "one token budget (laws of the mixture, at this size only)"
+        )
     if n_sizes <= 1 and tokens is not None:
         raise UserError(
             f"--law auto: one model size and {np.unique(tokens).size} token budgets: no registered law reads tokens "
@@ -316,11 +324,12 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
     reader = "log-linear" if n_sizes <= 1 else "camel-data-tied" if tokens is not None else "camel-tied"
     every = _fit_columns(argparse.Namespace(**(vars(args) | {"law": reader})), data)
     laws = {name: _law_template(argparse.Namespace(**(vars(args) | {"law": name})), every) for name in names}
-    restarts = min(args.restarts, 16)
-    if n_sizes >= AUTO_MIN_SIZES:
-        ranking, how = _rank_by_largest_size(laws, _one_target(every), key, restarts)
-    else:  # every target fitted at once, as the final fit will be, and scored by the mean of their held-out MAPEs
-        ranking, how = _rank_by_rows(laws, every, tokens is not None, n_sizes, key, restarts)
+    _warn_collinear(every)  # once, here: the final fit does not repeat it (`collinearity_said`)
+    test, how = _auto_split(every, tokens is not None, n_sizes, key)
+    if n_sizes <= 1 and data.size is not None:  # a size column with one value: the laws of the mixture ignore it
+        how += f" ({float(np.asarray(data.size)[0]):.4g}: predictions at this size only)"
+    # every target fitted at once, as the final fit will be, and scored by the mean of their held-out MAPEs
+    ranking = _rank_by_rows(laws, every, test, how, key, min(args.restarts, 16))
     _say_choice(ranking, laws, how, tokens is not None, n_sizes)
     winner = ranking.attrs["winner"]
     chosen = argparse.Namespace(**(vars(args) | {"law": winner, "collinearity_said": True,
@@ -339,48 +348,41 @@ AUTO_MIN_SIZES = 4
 AUTO_MIXTURE_SHARE = 0.25
 
 
-def _rank_by_largest_size(laws: dict[str, Any], base: _Table, key: Any, restarts: int) -> tuple[Any, str]:
-    """The candidates fitted below the largest size and scored there (`select_law`): a frame indexed by law, best
-    first (`error`, `error_se`, `usable`), and the words for the split."""
-    from ..experiments._select import select_law
-
-    _warn_collinear(base)
-    try:
-        _, table = select_law(laws, base.data, key=key, restarts=restarts, progress=True)
-    except ValueError as error:
-        raise UserError(f"--law auto: {error}") from None
-    grouped = table.groupby("law", sort=False)
-    frame = grouped.agg(error=("error", "mean"), error_se=("error_se", "mean"), usable=("converged", "all"),
-                        rank=("rank", "first")).sort_values("rank")  # fmt: skip
-    held_out = ", ".join(f"{s:.4g}" for s in sorted(table["test_size"].unique()))
-    return frame, f"the largest size ({held_out}) held out, fitted on the smaller sizes"
-
-
-def _rank_by_rows(laws: dict[str, Any], base: _Table, tokens: bool, n_sizes: int, key: Any,
-                  restarts: int) -> tuple[Any, str]:  # fmt: skip
-    """The candidates fitted on part of the rows and scored on the rest (`held_out_rows`): each size's largest token
-    budget when the tokens vary, else a quarter of the mixtures (chosen with `key`)."""
+def _auto_split(base: _Table, tokens: bool, n_sizes: int, key: Any) -> tuple[Any, str]:
+    """The rows `--law auto` holds out ([P] booleans) and the words for them: the largest size on a table of
+    `AUTO_MIN_SIZES` sizes or more; below that each size's largest token budget when the tokens vary, else a
+    quarter of the mixtures (chosen with `key`)."""
     import jax
 
-    from ..experiments._select import held_out_rows, law_data
-
     data = base.data
-    if data.n_targets is not None:
-        print(f"--law auto: chosen on the mean of the {data.n_targets} targets' held-out MAPEs, every target fitted")
+    if n_sizes >= AUTO_MIN_SIZES:
+        size = np.asarray(data.size)
+        test = size == size.max()
+        return test, (f"the largest size ({size.max():.4g}) held out, fitted on the smaller sizes ({int(test.sum())} "
+                      f"of {test.size} rows)")  # fmt: skip
     if tokens:
         size, budget = np.asarray(data.size), np.asarray(data.tokens)
         test = np.array([budget[i] == budget[size == size[i]].max() for i in range(size.size)])
-        how = f"each size's largest token budget held out ({int(test.sum())} of {test.size} rows)"
-    else:
-        groups = np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel()
-        n_mix = int(groups.max()) + 1
-        chosen = np.asarray(jax.random.permutation(jax.random.fold_in(key, 7919), n_mix))
-        chosen = chosen[: max(1, int(round(AUTO_MIXTURE_SHARE * n_mix)))]
-        test = np.isin(groups, chosen)
-        how = (f"{chosen.size} of {n_mix} mixtures held out at random ({int(test.sum())} of {test.size} rows)"
-               + (", one model size" if n_sizes <= 1 else f", {n_sizes} sizes"))  # fmt: skip
+        return test, f"each size's largest token budget held out ({int(test.sum())} of {test.size} rows)"
+    groups = np.unique(np.round(np.asarray(data.r), 9), axis=0, return_inverse=True)[1].ravel()
+    n_mix = int(groups.max()) + 1
+    chosen = np.asarray(jax.random.permutation(jax.random.fold_in(key, 7919), n_mix))
+    chosen = chosen[: max(1, int(round(AUTO_MIXTURE_SHARE * n_mix)))]
+    test = np.isin(groups, chosen)
+    return test, (f"{chosen.size} of {n_mix} mixtures held out at random ({int(test.sum())} of {test.size} rows)"
+                  + (", one model size" if n_sizes <= 1 else f", {n_sizes} sizes"))  # fmt: skip
+
+
+def _rank_by_rows(laws: dict[str, Any], base: _Table, test: Any, how: str, key: Any, restarts: int) -> Any:
+    """The candidates fitted on the rows outside `test` and scored on those in it (`held_out_rows`, every target
+    fitted at once): a frame indexed by law, best first (`error`, `error_se`, `failed_share`, `usable`)."""
+    from ..experiments._select import held_out_rows, law_data
+
+    data = base.data
     if test.all() or not test.any():
         raise UserError(f"--law auto: cannot hold out part of this table ({how}); name a law with --law")
+    if data.n_targets is not None:
+        print(f"--law auto: chosen on the mean of the {data.n_targets} targets' held-out MAPEs, every target fitted")
     inputs = {name: law_data(law, data, name).inputs for name, law in laws.items()}
     _, table = held_out_rows(laws, inputs, data.y, test, key=key, restarts=restarts, progress=True,
                              weights=data.weight)  # fmt: skip
@@ -391,7 +393,7 @@ def _rank_by_rows(laws: dict[str, Any], base: _Table, tokens: bool, n_sizes: int
     finite = np.isfinite(frame["error"].to_numpy())
     usable = frame["usable"].to_numpy()
     order = sorted(range(len(frame)), key=lambda j: (not finite[j], not usable[j], frame["error"].iloc[j]))
-    return frame.iloc[order], how
+    return frame.iloc[order]
 
 
 def _say_choice(frame: Any, laws: dict[str, Any], how: str, tokens: bool, n_sizes: int) -> None:
@@ -507,21 +509,6 @@ def _degenerate_advice(args: argparse.Namespace, table: _Table, source: Any) -> 
     if ranking:
         return f"fit --law {ranking[0]}, the next best of --law auto's held-out ranking"
     return "fit --law auto, which ranks the laws that can read this table by held-out error"
-
-
-def _one_target(table: _Table) -> _Table:
-    """`--law auto` scores one target: with several, their mean at the points where every target is measured."""
-    data = table.data
-    if data.n_targets is None:
-        return table
-    complete = np.all(np.asarray(data.weight) > 0, axis=0)
-    if not complete.any():
-        raise UserError("--law auto: no run has every target measured; name the law with --law")
-    print(f"--law auto: chosen on the mean of the {data.n_targets} targets over the {int(complete.sum())} points "
-          "where each is measured")  # fmt: skip
-    mean = np.mean(np.where(complete, np.asarray(data.y), 1.0), axis=0)
-    one = dataclasses.replace(data, y=mean, weight=complete.astype(float), targets=("mean",))
-    return dataclasses.replace(table, y=one.y, data=one, weight=one.weight, targets=("mean",))
 
 
 def _warn_collinear(table: _Table) -> None:
