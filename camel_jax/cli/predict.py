@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> None:
             observed = observed if observed.ndim == 1 else observed[which, np.arange(observed.shape[1])]
         if flagged is not None:
             out[CALIBRATED_COLUMN] = ~flagged
+            _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
         _held_out(out, observed, args.level, saved.calibration is not None)
     else:  # a wide table of several targets: one prediction and band per target
         for t, name in enumerate(names):
@@ -160,6 +161,7 @@ def run(args: argparse.Namespace) -> None:
                 out[f"{column}_{name}"] = values[t]
         if flagged is not None:
             out[CALIBRATED_COLUMN] = ~flagged
+            _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
     _write_or_show(out, args.out)
 
 
@@ -208,27 +210,36 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
             frame[CALIBRATED_COLUMN] = ~flagged[keep]
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
+    if flagged is not None and saved.calibration.tokens_index is not None:
+        _warn_uncalibrated(out, saved, np.concatenate([np.asarray(inputs[saved.calibration.tokens_index])[w[t] > 0]
+                                                       for t in range(len(targets))]))  # fmt: skip
     _held_out(out, out[column].to_numpy(float), args.level, saved.calibration is not None)
     _write_or_show(out, args.out)
 
 
 def uncalibrated_rows(saved: Any, inputs: tuple[Any, ...]) -> Any:
-    """[P] bool, the rows whose band the fit's calibration does not calibrate (outside the trained tokens in a
-    direction no held-out cell measured: `Calibration.uncalibrated`), with one printed line when there are any;
-    None for a fit without a calibration."""
+    """[P] bool, the points whose band the fit's calibration does not calibrate (outside the trained tokens in a
+    direction no held-out cell measured: `Calibration.uncalibrated`); None for a fit without a calibration."""
     cal = saved.calibration
     if cal is None:
         return None
-    tokens = cal.tokens_of(inputs)
-    flagged = np.broadcast_to(cal.uncalibrated(tokens), np.shape(inputs[0])[:1]).copy()
-    if flagged.any():
-        low, high = cal.tokens_range
-        D = np.asarray(tokens, float)[flagged]
-        side = ("fewer" if D.max() < low else "more" if D.min() > high else "fewer or more") + " tokens"
-        print(f"warning: {int(flagged.sum())} of {len(flagged)} rows lie outside the trained tokens [{low:.4g}, "
-              f"{high:.4g}] ({side}), an extrapolation no held-out fold measured: their band counts the tokens' "
-              f"distance at the size's error per unit and is not calibrated ({CALIBRATED_COLUMN} = False)")  # fmt: skip
-    return flagged
+    return np.broadcast_to(cal.uncalibrated(cal.tokens_of(inputs)), np.shape(inputs[0])[:1]).copy()
+
+
+def _warn_uncalibrated(out: Any, saved: Any, tokens: Any) -> None:
+    """One printed line when some rows of `out` (its `calibrated` column; `tokens` [rows]) have a band that is not
+    calibrated: how many, the trained tokens range and on which side they lie."""
+    if CALIBRATED_COLUMN not in out:
+        return
+    flagged = ~out[CALIBRATED_COLUMN].to_numpy(bool)
+    if not flagged.any():
+        return
+    low, high = saved.calibration.tokens_range
+    D = np.asarray(tokens, float)[flagged]
+    side = ("fewer" if D.max() < low else "more" if D.min() > high else "fewer or more") + " tokens"
+    print(f"warning: {int(flagged.sum())} of {len(flagged)} rows lie outside the trained tokens [{low:.4g}, "
+          f"{high:.4g}] ({side}), an extrapolation no held-out fold measured: their band counts the tokens' "
+          f"distance at the size's error per unit and is not calibrated ({CALIBRATED_COLUMN} = False)")  # fmt: skip
 
 
 def _write_or_show(out: Any, path: str | None) -> None:
