@@ -56,22 +56,21 @@ log size and log tokens,
     d(M, D) = sqrt(d_M^2 + d_D^2),    d_M = max(0, log(M / M_max)),    d_D = max(0, log(D_min / D), log(D / D_max)),
 
 with [D_min, D_max] the trained tokens range: the model above with an error per unit of log tokens as large as per
-unit of log size (two independent drifts of equal kappas, a + a' and b + b'; the extrapolation error is isotropic
-in the log plane). Each fold's held-out points are measured the same way from the fold's own trained runs (its
-largest size, its tokens range), and a (fold, size) cell's distance d_c is the root mean square of its points'
-(exact for the spread by mixture, whose expected sum over the cell is kappa_mix^2 sum_p d_p^2; for the shared
-drift it overstates (mean d_p)^2 by the points' variance of d_p, a conservative error). Where no held-out point
-lies outside its fold's tokens (every fold holds out sizes trained to the same tokens), the cells, kappas and
-bands are those of the size-only model. A direction
-(fewer tokens than D_min, more than D_max) is *measured* when some held-out cell extrapolated that way
-(`tokens_measured`); a fold that held out more tokens (the largest sizes of a table whose tokens grow with the
-size, as dmsl's do) does not speak for fewer. A prediction outside the trained tokens in a direction no cell
-measured still gets the d_D term at the measured kappa (an assumption: the size's error per unit stands in for
-the tokens'), and `uncalibrated` flags it: its band is not calibrated (`camel-jax predict` says so per row). On
-5Mix at 1B the law (log-linear-size) erred by 2.0-2.6% at 202M-302M when read at 21B tokens (inside the trained
-sizes, 0.39 below the trained tokens), against 0.5-0.6% at their trained 31B: about half of its 5% error at 1B is
-the tokens', which no fold of that table can measure (its runs trained to more tokens than 31B are 8, fewer than
-the law's 10 parameters per loss).
+unit of log size (two independent drifts of equal kappas, a + a' and b + b'; the extrapolation error is isotropic in
+the log plane). Each fold's held-out points are measured the same way from the fold's own trained runs (its largest
+size, its tokens range), and a (fold, size) cell's distance d_c is the root mean square of its points' (exact for
+the spread by mixture, whose expected sum over the cell is kappa_mix^2 sum_p d_p^2; for the shared drift it
+overstates (mean d_p)^2 by the points' variance of d_p, a conservative error). Where no held-out point lies outside
+its fold's tokens (every fold holds out sizes trained to the same tokens), the cells and kappas are those of the
+size-only model, and so are the bands inside the trained tokens. A direction (fewer tokens than D_min, more than
+D_max) is *measured* when some held-out cell extrapolated that way (`tokens_measured`); a fold that held out more
+tokens (the largest sizes of a table whose tokens grow with the size, as dmsl's do) does not speak for fewer. A
+prediction outside the trained tokens in a direction no cell measured still gets the d_D term at the measured kappa
+(an assumption: the size's error per unit stands in for the tokens'), and `uncalibrated` flags it: its band is not
+calibrated (`camel-jax predict` says so per row). On 5Mix at 1B the law (log-linear-size) erred by 2.0-2.6% at
+202M-302M when read at 21B tokens (inside the trained sizes, 0.41 below the trained tokens in log), against 0.5-0.6%
+at their trained 31B: about half of its 5% error at 1B is the tokens', which no fold of that table can measure (its
+runs trained to more tokens than 31B are 8, fewer than the law's 10 parameters per loss).
 """
 
 from __future__ import annotations
