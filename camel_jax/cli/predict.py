@@ -239,7 +239,8 @@ def _warn_uncalibrated(out: Any, saved: Any, tokens: Any) -> None:
     side = ("fewer" if D.max() < low else "more" if D.min() > high else "fewer or more") + " tokens"
     print(f"warning: {int(flagged.sum())} of {len(flagged)} rows lie outside the trained tokens [{low:.4g}, "
           f"{high:.4g}] ({side}), an extrapolation no held-out fold measured: their band counts the tokens' "
-          f"distance at the size's error per unit and is not calibrated ({CALIBRATED_COLUMN} = False)")  # fmt: skip
+          f"distance at the size's error per unit and is not calibrated ({CALIBRATED_COLUMN} = False); fit runs "
+          "or checkpoints at those tokens (`--checkpoint all`) to bring them inside")  # fmt: skip
 
 
 def _write_or_show(out: Any, path: str | None) -> None:
