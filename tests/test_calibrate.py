@@ -92,11 +92,12 @@ def test_a_shared_drift_shows_through_a_noise_estimate_inflated_by_lack_of_fit()
 def test_pooled_moments_sum_every_targets_cells():
     # pooled kappa^2 = (sum over targets of each one's moment numerator) / (sum of denominators): with every point
     # present that is the mean of the targets' own kappa^2; with a target missing points, its cells weigh less
+    # (a spread by mixture well above the noise: no target's own sums are negative, truncated at 0)
     rng = np.random.default_rng(2)
     T, B, H = 3, 20, 11
     cells = []
     for d in (0.2, 0.3, 0.5):
-        err = d * (0.01 * rng.standard_normal((T, 1)) + 0.004 * rng.standard_normal((T, H)))
+        err = d * (0.01 * rng.standard_normal((T, 1)) + 0.01 * rng.standard_normal((T, H)))
         cells.append((d, err, 0.001 * rng.standard_normal((T, B, H)), np.ones((T, H))))
     noise = np.full(T, 1e-6)
     level, mix, _, _ = _moments(cells, noise)

@@ -1,6 +1,8 @@
 """`camel-jax predict fit.npz rows.csv --out pred.csv`: a saved fit's predictions at new rows, with their 95% band
-(the fit's bootstrap, widened by its calibration past the largest trained size), and, when the rows hold the target,
-the held-out error and the band's coverage."""
+(the fit's bootstrap, widened by its calibration past the largest trained size and outside the trained tokens), and,
+when the rows hold the target, the held-out error and the band's coverage. With a calibration, a column `calibrated`
+says per row whether its band is (False: the row lies outside the trained tokens in a direction the calibration
+could not measure; one printed line says how many and why)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ else:
 
 # The columns `predict` adds to the rows (a fit of several targets read from a wide table: one of each per target).
 PREDICTION_COLUMNS = ("predicted", "lower", "upper")
+# With a calibration, this column says whether each row's band is calibrated (see `uncalibrated_rows`).
+CALIBRATED_COLUMN = "calibrated"
 
 
 def add_parser(sub: Any) -> None:
@@ -138,6 +142,7 @@ def run(args: argparse.Namespace) -> None:
     for problem in saved.problems() + saved.bootstrap.problems():
         print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
     predicted, lower, upper = saved.prediction_band(*inputs, level=args.level)
+    flagged = uncalibrated_rows(saved, inputs)
     out = df.copy()
     names = target_names(args.saved, saved)
     if names is None or which is not None:
@@ -146,11 +151,17 @@ def run(args: argparse.Namespace) -> None:
             out[column] = pick(values)
         if observed is not None and which is not None:
             observed = observed if observed.ndim == 1 else observed[which, np.arange(observed.shape[1])]
+        if flagged is not None:
+            out[CALIBRATED_COLUMN] = ~flagged
+            _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
         _held_out(out, observed, args.level, saved.calibration is not None)
     else:  # a wide table of several targets: one prediction and band per target
         for t, name in enumerate(names):
             for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
                 out[f"{column}_{name}"] = values[t]
+        if flagged is not None:
+            out[CALIBRATED_COLUMN] = ~flagged
+            _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
     _write_or_show(out, args.out)
 
 
@@ -180,6 +191,7 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
         print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
     inputs = data.inputs[: len(saved.inputs)]
     predicted, lower, upper = (np.atleast_2d(np.asarray(a)) for a in saved.prediction_band(*inputs, level=args.level))
+    flagged = uncalibrated_rows(saved, inputs)
     y, w = np.atleast_2d(np.asarray(data.y)), np.atleast_2d(np.asarray(data.weight))
     frames = []
     column = reader.get("target") if isinstance(reader.get("target"), str) and "*" not in reader["target"] else "loss"
@@ -194,10 +206,41 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
         frame[column] = y[t][keep]
         for label, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
             frame[label] = values[t][keep]
+        if flagged is not None:
+            frame[CALIBRATED_COLUMN] = ~flagged[keep]
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
+    if flagged is not None and saved.calibration.tokens_index is not None:
+        _warn_uncalibrated(out, saved, np.concatenate([np.asarray(inputs[saved.calibration.tokens_index])[w[t] > 0]
+                                                       for t in range(len(targets))]))  # fmt: skip
     _held_out(out, out[column].to_numpy(float), args.level, saved.calibration is not None)
     _write_or_show(out, args.out)
+
+
+def uncalibrated_rows(saved: Any, inputs: tuple[Any, ...]) -> Any:
+    """[P] bool, the points whose band the fit's calibration does not calibrate (outside the trained tokens in a
+    direction no held-out cell measured: `Calibration.uncalibrated`); None for a fit without a calibration."""
+    cal = saved.calibration
+    if cal is None:
+        return None
+    return np.broadcast_to(cal.uncalibrated(cal.tokens_of(inputs)), np.shape(inputs[0])[:1]).copy()
+
+
+def _warn_uncalibrated(out: Any, saved: Any, tokens: Any) -> None:
+    """One printed line when some rows of `out` (its `calibrated` column; `tokens` [rows]) have a band that is not
+    calibrated: how many, the trained tokens range and on which side they lie."""
+    if CALIBRATED_COLUMN not in out:
+        return
+    flagged = ~out[CALIBRATED_COLUMN].to_numpy(bool)
+    if not flagged.any():
+        return
+    low, high = saved.calibration.tokens_range
+    D = np.asarray(tokens, float)[flagged]
+    side = ("fewer" if D.max() < low else "more" if D.min() > high else "fewer or more") + " tokens"
+    print(f"warning: {int(flagged.sum())} of {len(flagged)} rows lie outside the trained tokens [{low:.4g}, "
+          f"{high:.4g}] ({side}), an extrapolation no held-out fold measured: their band counts the tokens' "
+          f"distance at the size's error per unit and is not calibrated ({CALIBRATED_COLUMN} = False); fit runs "
+          "or checkpoints at those tokens (`--checkpoint all`) to bring them inside")  # fmt: skip
 
 
 def _write_or_show(out: Any, path: str | None) -> None:
@@ -222,8 +265,14 @@ def _held_out(out: Any, observed: Any, level: float, calibrated: bool) -> None:
         return
     p, lo, hi = (out[c].to_numpy(float)[ok] for c in PREDICTION_COLUMNS)
     mape = 100 * float(np.mean(np.abs((p - y[ok]) / y[ok])))
-    cover = float(np.mean((lo <= y[ok]) & (y[ok] <= hi)))
-    note = ("calibrated past the trained sizes" if calibrated else "not calibrated past the trained sizes") + (
-        "; with the fit's run-to-run scatter")
+    inside = (lo <= y[ok]) & (y[ok] <= hi)
+    cover = float(np.mean(inside))
+    note = "calibrated past the trained sizes" if calibrated else "not calibrated past the trained sizes"
+    if calibrated and CALIBRATED_COLUMN in out and not out[CALIBRATED_COLUMN].to_numpy(bool)[ok].all():
+        good = out[CALIBRATED_COLUMN].to_numpy(bool)[ok]
+        note = (f"not calibrated for the {int((~good).sum())} rows outside the trained tokens" if not good.any() else
+                f"calibrated for {int(good.sum())} rows, covering {float(np.mean(inside[good])):.0%} of them; not for "
+                f"the {int((~good).sum())} outside the trained tokens")  # fmt: skip
+    note += "; with the fit's run-to-run scatter"
     print(f"held-out: MAPE {mape:#.4g}% over {int(ok.sum())} rows; the {level:.0%} band covers {cover:.0%} of them "
           f"({note})")  # fmt: skip

@@ -155,12 +155,13 @@ class BootstrapResult(eqx.Module):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Band of the predictions across resamples: (low [P], high [P]). The percentile band, or with a
         `calibration` (`cj.calibrate` on the same data) that band widened by the extrapolation error beyond the
-        largest trained size (`Calibration.widen`; unchanged inside the data)."""
+        largest trained size and outside the trained tokens (`Calibration.widen`; unchanged inside the data)."""
         _check_level(level)
         pred = np.asarray(self.predict(*inputs))
         pred = pred[self.finite()]
         if calibration is not None:
-            return calibration.widen(pred, inputs[calibration.size_index], level)
+            return calibration.widen(pred, inputs[calibration.size_index], level,
+                                     tokens=calibration.tokens_of(inputs))  # fmt: skip
         low, high = np.percentile(pred, 100 * np.array([(1 - level) / 2, (1 + level) / 2]), axis=0)
         return low, high
 

@@ -22,13 +22,19 @@ for the bootstrap variance of the resamples' mean prediction over the cell, v_c 
 e_c and s'^2 for the mean bootstrap variance of the points' deviations from the cell's mean; s_n^2 is the noise
 variance (the median law's weighted training residuals, degrees of freedom corrected). Then
 
-    m_c = max(0, v_c - s'^2 - s_n^2)                                   (d_c^2 kappa_mix^2: spread by mixture)
-    kappa_mix^2   = sum_c H_c m_c / sum_c H_c d_c^2
-    kappa_level^2 = sum_c H_c max(0, e_c^2 - S_c^2 - s_n^2 / H_c - m_c / H_c) / sum_c H_c d_c^2
+    m_c = v_c - s'^2 - s_n^2           (0 for H_c < 2)             (d_c^2 kappa_mix^2: spread by mixture)
+    kappa_mix^2   = max(0, sum_c H_c m_c / sum_c H_c d_c^2)
+    kappa_level^2 = max(0, sum_c H_c (e_c^2 - S_c^2 - s_n^2 / H_c - m_c / H_c) / sum_c H_c d_c^2)
 
 The level term subtracts the noise of a mean of H_c points, not of one point: s_n^2 also holds the law's lack of
 fit inside the data, which would otherwise hide a shared drift as large as the noise (it did in the zoo's
-default family, where errors past the data are mostly one shift shared by all mixtures). A law that extrapolates
+default family, where errors past the data are mostly one shift shared by all mixtures); with m_c as it stands,
+s_n^2 cancels from it (e_c^2 - S_c^2 - (v_c - s'^2) / H_c, the between-cell variance of a one-way random-effects
+analysis). Each cell's moment is an unbiased estimate and may be negative; the sums are truncated at 0 once. (A
+truncation per cell, as before the fifth session, kept every cell whose errors happened to fall below the noise at
+0 instead of below it: biased upward, the more so the more cells are summed. On dmsl, 7 losses x 3 cells pooled,
+it made kappa 0.0123 where the sums give 0.0084, and the 95% band at 2.7B 3.0-3.3x the held-out RMS error where
+the sums give 2.4x, still covering 0.96 of the rows.) A law that extrapolates
 as well as its bootstrap says gets kappa = 0 and its bands back unchanged. The kappas rest on a few held-out
 cells (3 with the default 2 folds), so the extrapolation term of a band uses the Student-t quantile with as many
 degrees of freedom as cells (and `score_draws` draws it from that t distribution): a variance estimated from
@@ -41,6 +47,30 @@ cells over all targets (T x 3 by default). In relative units the targets' errors
 comparable; each target's own kappas, estimated from 3 numbers, scatter widely: in study 5 (20 worlds of two
 families, five validation losses each, 100 resamples) the separate kappas covered 0.915-0.93 at 2.2-2.8x the
 RMSE, the pooled ones 0.935-0.99 at 1.8-2.2x.
+
+**Past the data in tokens too** (laws that read tokens: the input after the size, `tokens_index`). A prediction
+can leave the trained runs in tokens as well as in size (Data Mixing Laws' 5Mix: its 1B runs saw 21B tokens, fewer
+than any run of 302M, 31B), and a law's error there is no smaller. The distance is then measured in the plane of
+log size and log tokens,
+
+    d(M, D) = sqrt(d_M^2 + d_D^2),    d_M = max(0, log(M / M_max)),    d_D = max(0, log(D_min / D), log(D / D_max)),
+
+with [D_min, D_max] the trained tokens range: the model above with an error per unit of log tokens as large as per
+unit of log size (two independent drifts of equal kappas, a + a' and b + b'; the extrapolation error is isotropic in
+the log plane). Each fold's held-out points are measured the same way from the fold's own trained runs (its largest
+size, its tokens range), and a (fold, size) cell's distance d_c is the root mean square of its points' (exact for
+the spread by mixture, whose expected sum over the cell is kappa_mix^2 sum_p d_p^2; for the shared drift it
+overstates (mean d_p)^2 by the points' variance of d_p, a conservative error). Where no held-out point lies outside
+its fold's tokens (every fold holds out sizes trained to the same tokens), the cells and kappas are those of the
+size-only model, and so are the bands inside the trained tokens. A direction (fewer tokens than D_min, more than
+D_max) is *measured* when some held-out cell extrapolated that way (`tokens_measured`); a fold that held out more
+tokens (the largest sizes of a table whose tokens grow with the size, as dmsl's do) does not speak for fewer. A
+prediction outside the trained tokens in a direction no cell measured still gets the d_D term at the measured kappa
+(an assumption: the size's error per unit stands in for the tokens'), and `uncalibrated` flags it: its band is not
+calibrated (`camel-jax predict` says so per row). On 5Mix at 1B the law (log-linear-size) erred by 2.0-2.6% at
+202M-302M when read at 21B tokens (inside the trained sizes, 0.41 below the trained tokens in log), against 0.5-0.6%
+at their trained 31B: about half of its 5% error at 1B is the tokens', which no fold of that table can measure (its
+runs trained to more tokens than 31B are 8, fewer than the law's 10 parameters per loss).
 """
 
 from __future__ import annotations
@@ -73,7 +103,10 @@ class Calibration(eqx.Module):
     log-size distance, in the fit's units (log of the target when `log_scale`); `size_max` the largest trained
     size; `size_index` the position of the size among the law's inputs; diagnostics `distances` (the held-out
     cells' distances), `rms_error` and `boot_sd` (per cell [.., C]: the held-out error and the bootstrap's own
-    spread there), `noise_sd`, and `pooled` (how many targets share the kappas: 1 unless pooled).
+    spread there), `noise_sd`, and `pooled` (how many targets share the kappas: 1 unless pooled). For a law that
+    reads tokens: `tokens_index` (their position among the inputs; None: a law of size alone, or a calibration
+    made before tokens were counted), `tokens_range` (the trained (min, max)) and `tokens_measured` (whether a
+    held-out cell extrapolated to fewer, to more tokens than its fold trained on).
     """
 
     kappa_level: Array
@@ -86,6 +119,9 @@ class Calibration(eqx.Module):
     boot_sd: Array
     noise_sd: Array
     pooled: int = eqx.field(static=True, default=1)
+    tokens_index: int | None = eqx.field(static=True, default=None)
+    tokens_range: tuple[float, float] | None = eqx.field(static=True, default=None)
+    tokens_measured: tuple[bool, bool] = eqx.field(static=True, default=(False, False))
 
     @property
     def dof(self) -> int:
@@ -100,33 +136,72 @@ class Calibration(eqx.Module):
         shared = f" x {self.pooled} targets, pooled" if self.pooled > 1 else ""
         kappa = f"{k[0]:.3g}" if self.pooled > 1 or k.size == 1 else f"{k.min():.3g}-{k.max():.3g} by target"
         unit = " (relative)" if self.log_scale else ""
-        return (f"calibrated on {len(self.distances)} held-out (fold, size) cells{shared}, Student-t at {self.dof} "
+        text = (f"calibrated on {len(self.distances)} held-out (fold, size) cells{shared}, Student-t at {self.dof} "
                 f"dof; extrapolation error {kappa}{unit} per unit of log size past {self.size_max:g}")  # fmt: skip
+        if self.tokens_range is not None:
+            low, high = self.tokens_range
+            measured = [way for way, m in zip(("fewer", "more"), self.tokens_measured) if m]
+            said = " and ".join(measured) + " measured" if measured else "neither direction measured"
+            text += f" or of log tokens outside [{low:g}, {high:g}] ({said})"
+        return text
 
     def quantile(self, level: float) -> float:
         """The two-sided `level` quantile of the extrapolation term: Student-t with `dof` degrees of freedom."""
         return t_quantile((1 + level) / 2, self.dof)
 
-    def distance(self, size: ArrayLike) -> Array:
-        """d(M) = max(0, log(M / size_max)) [P]."""
-        return jnp.maximum(0.0, jnp.log(jnp.asarray(size) / self.size_max))
+    def tokens_distance(self, tokens: ArrayLike) -> Array:
+        """d_D = max(0, log(D_min / D), log(D / D_max)) [P]: how far `tokens` lie outside the trained tokens
+        range, in log tokens (0 for a calibration without tokens)."""
+        log_d = jnp.log(jnp.asarray(tokens))
+        if self.tokens_range is None:
+            return jnp.zeros_like(log_d)
+        low, high = float(np.log(self.tokens_range[0])), float(np.log(self.tokens_range[1]))
+        return jnp.maximum(0.0, jnp.maximum(low - log_d, log_d - high))
 
-    def extra_sd(self, size: ArrayLike, difference: bool = False) -> Array:
-        """The extrapolation standard deviation at `size` [P] (or [T, P]); `difference=True`: of the difference
-        of two mixtures at that size (the level term cancels)."""
+    def distance(self, size: ArrayLike, tokens: ArrayLike | None = None) -> Array:
+        """d(M, D) = sqrt(d_M^2 + d_D^2) [P], d_M = max(0, log(M / size_max)) and d_D the `tokens_distance`
+        (without `tokens`, or for a calibration without tokens: d_M)."""
+        d_size = jnp.maximum(0.0, jnp.log(jnp.asarray(size) / self.size_max))
+        if tokens is None or self.tokens_range is None:
+            return d_size
+        return jnp.hypot(d_size, self.tokens_distance(tokens))
+
+    def uncalibrated(self, tokens: ArrayLike | None) -> np.ndarray:
+        """[P] bool: the points outside the trained tokens in a direction no held-out cell measured (fewer tokens
+        than the trained minimum, or more than the maximum): their band's tokens part is assumed, not calibrated
+        (all False without `tokens`, or for a calibration without tokens)."""
+        if tokens is None:
+            return np.zeros((), bool)
+        D = np.asarray(tokens, float)
+        if self.tokens_range is None:
+            return np.zeros(D.shape, bool)
+        below, above = D < self.tokens_range[0] * (1 - 1e-9), D > self.tokens_range[1] * (1 + 1e-9)
+        return (below & (not self.tokens_measured[0])) | (above & (not self.tokens_measured[1]))
+
+    def tokens_of(self, inputs: Sequence[ArrayLike]) -> ArrayLike | None:
+        """The tokens among a law's `inputs` (None for a calibration without tokens)."""
+        if self.tokens_index is None or self.tokens_index >= len(inputs):
+            return None
+        return inputs[self.tokens_index]
+
+    def extra_sd(self, size: ArrayLike, difference: bool = False, tokens: ArrayLike | None = None) -> Array:
+        """The extrapolation standard deviation at `size` [P] (and `tokens` [P], for a calibration with tokens):
+        [P] (or [T, P]); `difference=True`: of the difference of two mixtures there (the level term cancels)."""
         kappa2 = 2 * self.kappa_mix**2 if difference else self.kappa_level**2 + self.kappa_mix**2
-        return jnp.multiply.outer(jnp.sqrt(kappa2), self.distance(size))
+        return jnp.multiply.outer(jnp.sqrt(kappa2), self.distance(size, tokens))
 
-    def widen(self, pred: ArrayLike, size: ArrayLike, level: float) -> tuple[np.ndarray, np.ndarray]:
-        """The calibrated band of resampled predictions `pred` [B, P] at sizes [P]: the percentile band's
-        half-widths h (on the fit's scale, about the median) become sqrt(h^2 + (z d kappa)^2), z the normal
-        quantile of the level for the bootstrap part and `quantile(level)` for the extrapolation part; unchanged
-        inside the data."""
+    def widen(
+        self, pred: ArrayLike, size: ArrayLike, level: float, tokens: ArrayLike | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The calibrated band of resampled predictions `pred` [B, P] at sizes [P] (and `tokens` [P]): the
+        percentile band's half-widths h (on the fit's scale, about the median) become sqrt(h^2 + (z d kappa)^2),
+        d = `distance(size, tokens)`, z the normal quantile of the level for the bootstrap part and
+        `quantile(level)` for the extrapolation part; unchanged inside the data."""
         q = 100 * np.array([(1 - level) / 2, 0.5, (1 + level) / 2])
         low, mid, high = np.nanpercentile(np.asarray(pred), q, axis=0)  # the plain band, then on the fit's scale
         if self.log_scale:
             low, mid, high = np.log(low), np.log(mid), np.log(high)
-        extra = self.quantile(level) * np.asarray(self.extra_sd(size))
+        extra = self.quantile(level) * np.asarray(self.extra_sd(size, tokens=tokens))
         low = np.where(extra > 0, mid - np.sqrt((mid - low) ** 2 + extra**2), low)
         high = np.where(extra > 0, mid + np.sqrt((high - mid) ** 2 + extra**2), high)
         if self.log_scale:
@@ -151,6 +226,7 @@ def calibrate(
     strata: ArrayLike | None = None,
     options: FitOptions | None = None,
     pool: bool | None = None,
+    tokens_index: int | str | None = "auto",
     devices: Sequence[jax.Device] | None = None,
     progress: bool = True,
 ) -> Calibration:
@@ -178,6 +254,9 @@ def calibrate(
     - `pool`: for targets [T, P], one pair of kappas for all targets, estimated from every target's held-out cells
       (see the module docstring). None (default): pooled when the fit is on log residuals (relative errors,
       comparable across targets), per target otherwise (errors in each target's own units).
+    - `tokens_index`: the position of the tokens among the inputs, whose distance outside the trained range
+      counts as the size's does (see the module docstring); "auto" (default): the input after the size, when the
+      inputs have one (the house's order: mixture, size, tokens); None: a law of size alone.
     - `devices`: the devices every fold's resamples (times targets and starts) are spread over, as for `fit`
       (default: every local device); the answer equals one device's.
     - `progress`: draw a bar with the folds fitted so far on stderr (only when it is a terminal).
@@ -186,7 +265,8 @@ def calibrate(
     """
     calibration, _ = calibrate_folds(law, inputs, y, key=key, n_resamples=n_resamples, holdout=holdout,
                                      restarts=restarts, inits=inits, weights=weights, groups=groups, strata=strata,
-                                     options=options, pool=pool, devices=devices, progress=progress)  # fmt: skip
+                                     options=options, pool=pool, tokens_index=tokens_index, devices=devices,
+                                     progress=progress)  # fmt: skip
     return calibration
 
 
@@ -205,6 +285,7 @@ def calibrate_folds(
     strata: ArrayLike | None = None,
     options: FitOptions | None = None,
     pool: bool | None = None,
+    tokens_index: int | str | None = "auto",
     devices: Sequence[jax.Device] | None = None,
     progress: bool = False,
 ) -> tuple[Calibration, HeldOut]:
@@ -224,15 +305,19 @@ def calibrate_folds(
     arrays = tuple(jnp.asarray(x) for x in inputs)
     W0 = _weights(y, weights)
     size_index, size, sizes, holdout = _sizes(law, arrays, W0, holdout)
+    tokens_index = _tokens_index(tokens_index, size_index, len(arrays))
+    tokens = None if tokens_index is None else np.asarray(arrays[tokens_index], dtype=float)
     Y = jnp.atleast_2d(jnp.asarray(y))
     if inits is not None and jnp.ndim(y) == 1:  # one target: a batch of one
         inits = jax.tree.map(lambda leaf: leaf[None], inits)
     keeps = sizes[-np.arange(2, holdout + 2)]  # fold j keeps the sizes <= keeps[j - 1]
     pred = _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, dict(groups=groups, strata=strata),
                       options, key, devices, progress)  # fmt: skip
-    folds = [_fold_cells(law, Y, W0, size, sizes, keep, fold_pred, options) for keep, fold_pred in zip(keeps, pred)]
-    cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = [cell for fold, _ in folds for cell in fold]
-    noise_var = np.mean([fold_noise for _, fold_noise in folds], axis=0)  # [T]
+    folds = [_fold_cells(law, Y, W0, size, sizes, keep, fold_pred, options, tokens)
+             for keep, fold_pred in zip(keeps, pred)]  # fmt: skip
+    cells: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = [cell for fold, _, _ in folds for cell in fold]
+    ways = {way for _, _, fold_ways in folds for way in fold_ways}  # -1: fewer tokens measured, +1: more
+    noise_var = np.mean([fold_noise for _, fold_noise, _ in folds], axis=0)  # [T]
     pooled = Y.shape[0] if (options.log_residuals if pool is None else pool) else 1
     kappa_level, kappa_mix, rms, sd = (jnp.asarray(a) for a in _moments(cells, noise_var, pool=pooled > 1))
     squeeze = (lambda a: a[0]) if jnp.ndim(y) == 1 else (lambda a: a)
@@ -247,6 +332,9 @@ def calibrate_folds(
         boot_sd=squeeze(sd),
         noise_sd=squeeze(jnp.sqrt(jnp.asarray(noise_var))),
         pooled=pooled,
+        tokens_index=tokens_index,
+        tokens_range=None if tokens is None else _tokens_range(tokens, np.asarray(jnp.any(W0 > 0, axis=0))),
+        tokens_measured=(-1 in ways, 1 in ways),
     )
     median = np.median(pred, axis=2)  # [folds, T, P]
     held = HeldOut(keeps=np.asarray(keeps, float), size=size, median=median if jnp.ndim(y) > 1 else median[:, 0])
@@ -277,6 +365,25 @@ def _sizes(
     return where[0], size, sizes, folds
 
 
+def _tokens_index(tokens_index: int | str | None, size_index: int, n_inputs: int) -> int | None:
+    """The position of the tokens among `n_inputs` inputs (`calibrate`'s `tokens_index`), or None."""
+    if tokens_index == "auto":
+        return size_index + 1 if size_index + 1 < n_inputs else None
+    if tokens_index is None:
+        return None
+    if isinstance(tokens_index, bool) or not isinstance(tokens_index, (int, np.integer)):
+        raise TypeError(f"`tokens_index` must be an input position, 'auto' or None; got {tokens_index!r}")
+    if not 0 <= tokens_index < n_inputs or tokens_index == size_index:
+        raise ValueError(f"`tokens_index` must name an input other than the size (0..{n_inputs - 1}, not "
+                         f"{size_index}); got {tokens_index}")  # fmt: skip
+    return int(tokens_index)
+
+
+def _tokens_range(tokens: np.ndarray, trained: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the `tokens` [P] at the `trained` [P] points."""
+    return float(tokens[trained].min()), float(tokens[trained].max())
+
+
 def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, resample, options, key, devices=None,
                progress=False) -> np.ndarray:  # fmt: skip
     """Every fold's bootstrap as a multi-target fit (fold j drops the sizes above keeps[j - 1]; rows target-major,
@@ -303,9 +410,12 @@ def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, re
     return np.stack(pred)
 
 
-def _fold_cells(law, Y, W0, size, sizes, keep, pred, options):
+def _fold_cells(law, Y, W0, size, sizes, keep, pred, options, tokens=None):
     """A fold's held-out cells (distance, errors [T, H], resampled predictions [T, B, H], mask [T, H]) on the
-    fit's scale from its resampled predictions `pred` [T, B, P], and its noise variance [T]."""
+    fit's scale from its resampled predictions `pred` [T, B, P], its noise variance [T], and the tokens
+    directions its held-out points measured (-1: fewer tokens than the fold trained on, +1: more). With `tokens`
+    [P], a cell's distance is the root mean square of its points' sqrt(d_M^2 + d_D^2), d_D from the fold's
+    trained tokens range (see the module docstring)."""
     scaled = np.log(pred) if options.log_residuals else pred
     used = np.asarray(W0) > 0  # [T, P]
     target = np.log(np.where(used, Y, 1.0)) if options.log_residuals else np.asarray(Y)
@@ -313,9 +423,21 @@ def _fold_cells(law, Y, W0, size, sizes, keep, pred, options):
     fitted = used & (size <= keep)[None, :]
     resid = np.where(fitted, target - mid, 0.0)
     dof = np.maximum(fitted.sum(axis=1) - n_free_parameters(law), 1)
-    cells = [(float(np.log(held / keep)), (target - mid)[:, size == held], scaled[:, :, size == held],
-              used[:, size == held] * 1.0) for held in sizes[sizes > keep]]  # fmt: skip
-    return cells, (resid**2).sum(axis=1) / dof
+    cells, ways = [], []
+    low, high = (1.0, 1.0) if tokens is None else _tokens_range(tokens, fitted.any(axis=0))
+    for held in sizes[sizes > keep]:
+        at = size == held
+        distance = float(np.log(held / keep))
+        if tokens is not None:
+            log_t = np.log(tokens[at])
+            d_tokens = np.maximum(0.0, np.maximum(np.log(low) - log_t, log_t - np.log(high)))
+            d_tokens = np.where(d_tokens > 1e-9, d_tokens, 0.0)  # rounding at the range's ends is inside
+            distance = float(np.sqrt(np.mean(distance**2 + d_tokens**2)))
+            with_data = used[:, at].any(axis=0)
+            ways += [way for way, side in ((-1, log_t < np.log(low)), (1, log_t > np.log(high)))
+                     if np.any(with_data & side & (d_tokens > 0))]  # fmt: skip
+        cells.append((distance, (target - mid)[:, at], scaled[:, :, at], used[:, at] * 1.0))
+    return cells, (resid**2).sum(axis=1) / dof, ways
 
 
 def _moments(
@@ -336,8 +458,10 @@ def _moments(
         cell_mean = (mask[:, None, :] * scaled).sum(axis=2) / n[:, None]  # [T, B]: each resample's mean prediction
         dev_var = (mask * (scaled - cell_mean[:, :, None]).var(axis=1)).sum(axis=1) / n
         level = mean_e**2 - cell_mean.var(axis=1) - noise_var / n  # the cell's shared error, less its noise
-        mix = np.maximum(0.0, var_e - dev_var - noise_var)  # the spread of the errors about it, less the noise
-        level_num = level_num + held * np.maximum(0.0, level - mix / n)  # an empty cell weighs nothing
+        # the spread of the errors about it, less the noise (none measured in a cell of one point); unbiased, so
+        # negative at times: truncating each cell at 0 would bias the sums upward (see the module docstring)
+        mix = np.where(held >= 2, var_e - dev_var - noise_var, 0.0)
+        level_num = level_num + held * (level - mix / n)  # an empty cell weighs nothing
         mix_num = mix_num + held * mix
         den = den + held * d**2
         rms.append(np.sqrt((mask * err**2).sum(axis=1) / n))
@@ -345,7 +469,8 @@ def _moments(
     if pool:  # one estimate from every target's cells, each target's points weighted alike
         level_num, mix_num, den = (np.full(T, np.sum(a)) for a in (level_num, mix_num, den))
     safe = np.where(den > 0, den, 1.0)  # a target without held-out points: kappa 0, its bands the bootstrap's
-    return np.sqrt(level_num / safe), np.sqrt(mix_num / safe), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
+    level, mix = np.maximum(0.0, level_num / safe), np.maximum(0.0, mix_num / safe)  # truncated once, at the sums
+    return np.sqrt(level), np.sqrt(mix), np.stack(rms, axis=-1), np.stack(sd, axis=-1)
 
 
 def warm_starts(laws: Any, n: int) -> Any:

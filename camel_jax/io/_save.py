@@ -329,6 +329,10 @@ def _calibration_meta(calibration: Calibration) -> dict[str, Any]:
         "log_scale": bool(calibration.log_scale),
         "distances": [float(d) for d in calibration.distances],
         "pooled": int(calibration.pooled),
+        # the tokens it measures distance in (absent in files written before; they load as a calibration in size)
+        "tokens_index": calibration.tokens_index,
+        "tokens_range": None if calibration.tokens_range is None else [float(t) for t in calibration.tokens_range],
+        "tokens_measured": [bool(m) for m in calibration.tokens_measured],
     }
 
 
@@ -618,10 +622,26 @@ def _calibration_skeleton(meta: Any, where: str, n_inputs: int) -> Calibration:
     pooled = meta.get("pooled", 1)  # files before format 11: per-target kappas
     if not (isinstance(pooled, int) and not isinstance(pooled, bool) and 1 <= pooled <= _MAX_STRUCTURE_INT):
         raise ValueError(f"{where}: pooled must be an integer >= 1; got {pooled!r}")
+    tokens_index, tokens_range = meta.get("tokens_index"), meta.get("tokens_range")
+    tokens_measured = meta.get("tokens_measured", [False, False])
+    if tokens_index is not None and not (isinstance(tokens_index, int) and not isinstance(tokens_index, bool)
+                                         and 0 <= tokens_index < n_inputs and tokens_index != index):  # fmt: skip
+        raise ValueError(f"{where}: tokens_index must be an input other than the size; got {tokens_index!r}")
+    if (tokens_range is None) != (tokens_index is None) or tokens_range is not None and not (
+        isinstance(tokens_range, list) and len(tokens_range) == 2
+        and all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < np.inf for t in tokens_range)
+        and tokens_range[0] <= tokens_range[1]
+    ):  # fmt: skip
+        raise ValueError(f"{where}: tokens_range must be [min, max] of finite numbers > 0 with tokens_index")
+    if not (isinstance(tokens_measured, list) and len(tokens_measured) == 2
+            and all(isinstance(m, bool) for m in tokens_measured)):  # fmt: skip
+        raise ValueError(f"{where}: tokens_measured must be two true/false values")
     zero = jnp.zeros(())
     return Calibration(kappa_level=zero, kappa_mix=zero, size_max=float(size_max), size_index=index,
                        log_scale=log_scale, distances=tuple(float(d) for d in distances), rms_error=zero,
-                       boot_sd=zero, noise_sd=zero, pooled=pooled)  # fmt: skip
+                       boot_sd=zero, noise_sd=zero, pooled=pooled, tokens_index=tokens_index,
+                       tokens_range=None if tokens_range is None else (float(tokens_range[0]), float(tokens_range[1])),
+                       tokens_measured=(tokens_measured[0], tokens_measured[1]))  # fmt: skip
 
 
 def _check_law(stored: Any, skeleton: Any, name: str, path: Path) -> None:
