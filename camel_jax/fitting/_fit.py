@@ -472,8 +472,8 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
         unitless = _params_in_data_units(law, inputs, y)
         for name, value in law.params().items():
             value = np.asarray(value, dtype=float)
-            coefficient = np.ravel(np.asarray(unitless.get(name, value), dtype=float))
-            for element, v, c in zip(element_names(name, value), np.ravel(value), coefficient):
+            in_data_units = np.ravel(np.asarray(unitless.get(name, value), dtype=float))
+            for element, v, c in zip(element_names(name, value), np.ravel(value), in_data_units):
                 if element in excused:
                     continue
                 if not np.isfinite(v):
