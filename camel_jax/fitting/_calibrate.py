@@ -291,17 +291,8 @@ def calibrate_folds(
 ) -> tuple[Calibration, HeldOut]:
     """`calibrate`, and the folds it fitted (`HeldOut`: each fold's median prediction at every run), for
     calibrations in other units (the score and the gain of `calibrate_decision`) at no further fit."""
-    if isinstance(inits, FitResult):  # the fit's own best law and options (issue 57)
-        inits, options = inits.law, inits.fit_options if options is None else options
-    options = resolve_options(options, law)
-    if groups is None and is_mixture_data(inputs):
-        groups = inputs.group
-    inputs, y, weights, _, _ = from_data(inputs, y, weights, None, None)
-    if pool is not None and not isinstance(pool, bool):
-        raise TypeError(f"`pool` must be True, False or None; got {pool!r}")
-    count(n_resamples, "n_resamples", least=2)
-    if holdout is not None:
-        count(holdout, "holdout")
+    inputs, y, weights, groups, inits, options = _arguments(law, inputs, y, weights, groups, inits, options, pool,
+                                                            n_resamples, holdout)  # fmt: skip
     arrays = tuple(jnp.asarray(x) for x in inputs)
     W0 = _weights(y, weights)
     size_index, size, sizes, holdout = _sizes(law, arrays, W0, holdout)
@@ -339,6 +330,27 @@ def calibrate_folds(
     median = np.median(pred, axis=2)  # [folds, T, P]
     held = HeldOut(keeps=np.asarray(keeps, float), size=size, median=median if jnp.ndim(y) > 1 else median[:, 0])
     return calibration, held
+
+
+def _arguments(
+    law: Any, inputs: Any, y: Any, weights: Any, groups: Any, inits: Any, options: FitOptions | None, pool: Any,
+    n_resamples: int, holdout: int | None,
+) -> tuple[Any, Any, Any, Any, Any, FitOptions]:
+    """`calibrate_folds`' arguments checked and read: a `FitResult` as `inits` gives its best law and its own
+    options (issue 57), a `MixtureData` as `inputs` its arrays and its groups; (inputs, y, weights, groups, inits,
+    options)."""
+    if isinstance(inits, FitResult):
+        inits, options = inits.law, inits.fit_options if options is None else options
+    options = resolve_options(options, law)
+    if groups is None and is_mixture_data(inputs):
+        groups = inputs.group
+    inputs, y, weights, _, _ = from_data(inputs, y, weights, None, None)
+    if pool is not None and not isinstance(pool, bool):
+        raise TypeError(f"`pool` must be True, False or None; got {pool!r}")
+    count(n_resamples, "n_resamples", least=2)
+    if holdout is not None:
+        count(holdout, "holdout")
+    return inputs, y, weights, groups, inits, options
 
 
 def _weights(y: ArrayLike, weights: ArrayLike | None) -> Array:
