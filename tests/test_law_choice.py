@@ -535,3 +535,24 @@ def test_auto_ranks_a_law_the_sizes_do_not_determine_after_those_they_do(tmp_pat
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("--law auto: held-out MAPE"))
     assert chosen.law == "log-linear-size" and "fitting log-linear-size on every run" in line, line
     assert "sodm-additive 0.500% (size dependence not determined: 2 sizes for 3 parameters)" in line, line
+
+
+def test_predict_refuses_another_size_for_a_law_of_the_mixture(tmp_path, capsys):
+    """A law that reads no size, fitted on one size, predicts at that size only: `predict` refuses rows at another
+    size in one line before any compute (2Mix: log-linear fitted at 70M 'predicted' the 160M runs at 15% error)."""
+    rng = np.random.default_rng(0)
+    r = rng.dirichlet(np.ones(3), 24)
+    loss = 3.0 - 0.2 * np.log(r[:, 0] + 0.05) * 0.1 + rng.normal(0, 0.002, 24)
+    frame = pd.DataFrame(r, columns=["r_a", "r_b", "r_c"]).assign(size=1e8, loss=loss)
+    frame.to_csv(tmp_path / "runs.csv", index=False)
+    code = main(["fit", str(tmp_path / "runs.csv"), "--law", "log-linear", "--restarts", "2", "--resamples", "2",
+                 "--no-calibrate", "--out", str(tmp_path / "fit")])  # fmt: skip
+    assert code == 0, capsys.readouterr()
+    frame.head(4).to_csv(tmp_path / "same.csv", index=False)
+    frame.head(4).assign(size=2e8).to_csv(tmp_path / "other.csv", index=False)
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "fit.npz"), str(tmp_path / "same.csv")]) == 0
+    assert main(["predict", str(tmp_path / "fit.npz"), str(tmp_path / "other.csv")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "4 of 4 rows are at a model size the fit was not made at (2e+08; fitted at 1e+08)" in \
+        error[0], error  # fmt: skip

@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> None:
         {
             Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
             Path(f"{prefix}.npz"): lambda f: save_to(
-                kept, f, reader=out["reader"], metadata=_file_metadata(args, table)
+                kept, f, reader=out["reader"], metadata=_file_metadata(args, table, source)
             ),
             Path(f"{prefix}.png"): lambda f: fig.savefig(f, format="png", dpi=130, bbox_inches="tight"),
         }
@@ -601,11 +601,19 @@ def _kept(args: argparse.Namespace, result: Any, boot: Any, table: _Table, key: 
     return dataclasses.replace(result, bootstrap=boot, calibration=calibration)
 
 
-def _file_metadata(args: argparse.Namespace, table: _Table) -> dict[str, Any]:
-    """What the fit's file records beside the fit: the columns it was read from (`predict` reads rows by them) and
-    the law's registered name."""
+def _file_metadata(args: argparse.Namespace, table: _Table, source: Any = None) -> dict[str, Any]:
+    """What the fit's file records beside the fit: the columns it was read from (`predict` reads rows by them), the
+    law's registered name and the distinct model sizes it was fitted on."""
     columns = {"mixture": table.mixture, "size": table.size, "tokens": table.tokens, "target": args.target}
-    return {"columns": columns, "law_name": args.law, "csv": str(args.csv)}
+    out = {"columns": columns, "law_name": args.law, "csv": str(args.csv)}
+    from ..fitting._fit import is_mixture_data
+
+    # the runs as read: the table of a law of the mixture has dropped the size column
+    read = source if is_mixture_data(source) else table.data
+    size = read.size if is_mixture_data(read) else None
+    if size is not None:  # a law that reads no size predicts at these only (`predict` refuses other sizes)
+        out["trained_sizes"] = [float(s) for s in np.unique(np.asarray(size, dtype=float))]
+    return out
 
 
 def _fit_figure(table: _Table, result: Any, boot: Any, law_name: str, target: str) -> Any:
