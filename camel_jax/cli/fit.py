@@ -300,7 +300,7 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
         print(f"--law auto: column {args.tokens or 'tokens'!r} holds one value in every row ({tokens[0]:.4g}): a token "
               "term is not identified by it, so it is dropped and laws without tokens are compared")  # fmt: skip
         data, tokens = dataclasses.replace(data, tokens=None), None
-    n_sizes = n_sizes_of(data)
+    n_sizes = _n_sizes(data)
     if n_sizes <= 1 and tokens is not None and data.size is not None:  # a size column with one value
         raise UserError(
             f"--law auto: one model size ({args.size or 'size'!r} holds {float(np.asarray(data.size)[0]):.4g} in every "
@@ -376,6 +376,7 @@ def _auto_split(base: _Table, tokens: bool, n_sizes: int, key: Any) -> tuple[Any
 def _rank_by_rows(laws: dict[str, Any], base: _Table, test: Any, how: str, key: Any, restarts: int) -> Any:
     """The candidates fitted on the rows outside `test` and scored on those in it (`held_out_rows`, every target
     fitted at once): a frame indexed by law, best first (`error`, `error_se`, `failed_share`, `usable`)."""
+    from ..data._checks import size_counts
     from ..experiments._select import held_out_rows, law_data
 
     data = base.data
@@ -393,9 +394,10 @@ def _rank_by_rows(laws: dict[str, Any], base: _Table, test: Any, how: str, key: 
     # a law whose size dependence the table's sizes do not determine (`fit` warns so: fewer distinct sizes than its
     # size parameters) is ranked after those it determines: on 3Mix's 2 sizes sodm-additive (3 parameters) won the
     # split of token budgets and held out at 410M at 6.9%, log-linear-size (1) at 4.2%
-    frame["size_parameters"] = [_size_parameters(laws[name]) for name in frame.index]
-    frame.attrs["n_sizes"] = n_sizes_of(data)
-    frame["undetermined"] = frame["size_parameters"] > frame.attrs["n_sizes"]
+    counts = {name: size_counts(laws[name], inputs[name], data.weight) or (1, 0) for name in frame.index}
+    frame["sizes"] = [counts[name][0] for name in frame.index]
+    frame["size_parameters"] = [counts[name][1] for name in frame.index]
+    frame["undetermined"] = frame["size_parameters"] > frame["sizes"]
     frame["usable"] &= ~frame["undetermined"]
     finite = np.isfinite(frame["error"].to_numpy())
     usable = frame["usable"].to_numpy()
@@ -403,13 +405,7 @@ def _rank_by_rows(laws: dict[str, Any], base: _Table, test: Any, how: str, key: 
     return frame.iloc[order]
 
 
-def _size_parameters(law: Any) -> int:
-    """How many parameters describe the law's size dependence (`size_parameters()`; 0 for a law without size)."""
-    spec = law.size_parameters() if hasattr(law, "size_parameters") else None
-    return 0 if spec is None else int(spec[1])
-
-
-def n_sizes_of(data: Any) -> int:
+def _n_sizes(data: Any) -> int:
     """The distinct model sizes of a table (1 without a size column)."""
     return 1 if data.size is None else int(np.unique(np.asarray(data.size)).size)
 
@@ -446,7 +442,7 @@ def _failed_label(frame: Any, name: str) -> str:
     share = float(frame.loc[name, "failed_share"]) if "failed_share" in frame else None
     several = share is not None and 0.0 < share < 1.0
     if "undetermined" in frame and frame.loc[name, "undetermined"]:
-        return (f" (size dependence not determined: {frame.attrs.get('n_sizes')} sizes for "
+        return (f" (size dependence not determined: {int(frame.loc[name, 'sizes'])} sizes for "
                 f"{int(frame.loc[name, 'size_parameters'])} parameters)")  # fmt: skip
     if frame.loc[name, "usable"]:
         return f" ({share:.0%} of the targets unconverged or degenerate)" if several else ""
@@ -604,10 +600,10 @@ def _kept(args: argparse.Namespace, result: Any, boot: Any, table: _Table, key: 
 def _file_metadata(args: argparse.Namespace, table: _Table, source: Any = None) -> dict[str, Any]:
     """What the fit's file records beside the fit: the columns it was read from (`predict` reads rows by them), the
     law's registered name and the distinct model sizes it was fitted on."""
-    columns = {"mixture": table.mixture, "size": table.size, "tokens": table.tokens, "target": args.target}
-    out = {"columns": columns, "law_name": args.law, "csv": str(args.csv)}
     from ..fitting._fit import is_mixture_data
 
+    columns = {"mixture": table.mixture, "size": table.size, "tokens": table.tokens, "target": args.target}
+    out = {"columns": columns, "law_name": args.law, "csv": str(args.csv)}
     # the runs as read: the table of a law of the mixture has dropped the size column
     read = source if is_mixture_data(source) else table.data
     size = read.size if is_mixture_data(read) else None

@@ -145,23 +145,22 @@ def run(args: argparse.Namespace) -> None:
     flagged = uncalibrated_rows(saved, inputs)
     out = df.copy()
     names = target_names(args.saved, saved)
+    one_column = names is None or which is not None
     if names is None or which is not None:
         pick = (lambda a: a) if which is None else (lambda a: a[which, np.arange(a.shape[1])])
         for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
             out[column] = pick(values)
         if observed is not None and which is not None:
             observed = observed if observed.ndim == 1 else observed[which, np.arange(observed.shape[1])]
-        if flagged is not None:
-            out[CALIBRATED_COLUMN] = ~flagged
-            _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
-        _held_out(out, observed, args.level, saved.calibration is not None)
     else:  # a wide table of several targets: one prediction and band per target
         for t, name in enumerate(names):
             for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
                 out[f"{column}_{name}"] = values[t]
-        if flagged is not None:
-            out[CALIBRATED_COLUMN] = ~flagged
-            _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
+    if flagged is not None:
+        out[CALIBRATED_COLUMN] = ~flagged
+        _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
+    if one_column:
+        _held_out(out, observed, args.level, saved.calibration is not None)
     _write_or_show(out, args.out)
 
 

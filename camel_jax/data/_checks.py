@@ -210,15 +210,26 @@ def design_problems(law: Any, arrays: Sequence[Any], W: Any) -> list[str]:
     return out
 
 
+def size_counts(law: Any, arrays: Sequence[Any], W: Any) -> tuple[int, int] | None:
+    """(the distinct model sizes with weight, the fewest over targets; the parameters that describe the law's size
+    dependence, `size_parameters()`), or None for a law without a size input: the counts behind `fit`'s warning
+    that the sizes do not determine the size dependence, which `camel-jax fit --law auto` ranks by too."""
+    spec = law.size_parameters() if hasattr(law, "size_parameters") else None
+    if spec is None:
+        return None
+    position, n_size_params = spec
+    sizes = np.asarray(arrays[position])
+    return min(len(np.unique(sizes[row > 0])) for row in np.asarray(W).reshape(-1, sizes.shape[0])), n_size_params
+
+
 def _size_problems(law: Any, arrays: Sequence[Any], W: Any) -> list[str]:
     """The design cannot support extrapolation in model size: one size, or fewer distinct sizes than the
     parameters that describe the size dependence (the law's `size_parameters()`)."""
-    spec = law.size_parameters() if hasattr(law, "size_parameters") else None
-    if spec is None:
+    counts = size_counts(law, arrays, W)
+    if counts is None:
         return []
-    position, n_size_params = spec
-    sizes = np.asarray(arrays[position])
-    n_sizes = min(len(np.unique(sizes[row > 0])) for row in np.asarray(W).reshape(-1, sizes.shape[0]))
+    n_sizes, n_size_params = counts
+    position = law.size_parameters()[0]
     if n_sizes == 1:
         return [
             f"the data hold one model size (inputs[{position}]): nothing determines how the loss changes with "
