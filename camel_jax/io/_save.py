@@ -58,7 +58,9 @@ from ..solver._options import FitOptions
 # resampled laws a band needs), `calibration`, and the reader flags and metadata of the table it was fitted on
 # (earlier files hold none of them, and load so; a reader of format 12 refuses these files instead of misreading
 # their extra arrays).
-FORMAT_VERSION = 13
+# 14: CAMELMixture's `a_max`, a bound on each term's slope (earlier files hold unbounded slopes, a = root_a^2, and
+# load so).
+FORMAT_VERSION = 14
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000

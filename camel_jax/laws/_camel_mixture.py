@@ -30,6 +30,10 @@ ALPHA_MAX = 1.0
 LOG_LIMIT_ALPHA = 1e-8
 # a term's share below this: detached (`CAMELMixture.detached_terms`)
 DETACHED_SHARE = 1e-8
+# The default bound on each term's slope a_i = Kt_i alpha_i, in units of `loss_scale` (`a_max`; see the class's
+# "Why a bound on the slopes"): 10 loss units per e-fold of eta_i for losses near 10, 30 to 100 times the slopes of
+# RegMix's fitted terms (0.01-0.15); only a term running to its linear limit reaches it
+A_MAX = 1.0
 
 
 def profile_coordinates(t: Array) -> tuple[Array, Array]:
@@ -47,6 +51,11 @@ def profile_coordinates(t: Array) -> tuple[Array, Array]:
 def resolve_alpha_max(alpha_max: Any) -> float | None:
     """The upper bound on alpha a law is fitted within (None: no bound), checked."""
     return None if alpha_max is None else positive_number(alpha_max, "alpha_max")
+
+
+def resolve_a_max(a_max: Any) -> float | None:
+    """The upper bound on the slopes a a law is fitted within, in units of `loss_scale` (None: no bound), checked."""
+    return None if a_max is None else positive_number(a_max, "a_max")
 
 
 class CAMELMixture(AbstractLaw):
@@ -84,8 +93,20 @@ class CAMELMixture(AbstractLaw):
     1e-4 ... 6e-2 against the rule's 4e-8). Here the limit is the regular point s_i = 0 (a detached term,
     `detached_terms`): the law is the same for every s_i > 0, and the fits reach s_i = 0 or stop inside.
 
-    `alpha_max` (default 1, tied CAMEL's range; None: no bound) is a keyword of `sample_init` (what `fit` starts
-    from); `from_params` builds without it unless given, so that any parameters can be built.
+    **Why a bound on the slopes** (issue 56, fifth session). With the shares, fits of all 13 RegMix losses at once
+    (16 starts each) still stopped at the step cap on 4 of 13, along a second limit at infinity: one log-law term
+    takes (almost) every dataset (s_1 -> 1, alpha_1 -> 0) while its slope a_1 grows without end and another term's
+    share s_2 shrinks, a_1 s_2 fixed (4.75e-6 on freelaw from a_1 = 4 to 12.6). There -a_1 log <w_1 / D, r> ->
+    a_1 s_2 (<w_2 / D, r> - 1): the dominant term becomes *linear* in the second term's variable, which the data
+    want beside that term's power law (a U-shaped response); the objective still fell by ~1e-12 per Newton step
+    and the gradient swung between 5e-8 and 1e-4 against the rule's 2.9e-8 for 1,000 Newton steps. Within a bound
+    a_i <= `a_max` (a_i = a_max sin(root_a_i)^2, both ends regular points, as alpha's) that limit is the regular
+    point a_1 = a_max, s_2 = (a_1 s_2) / a_max, at an objective above the limit's by about c / a_max (c = 4.8e-9
+    on freelaw: 3e-6 of the objective at the default bound): the fit stops there and meets its stopping rule.
+
+    `alpha_max` (default 1, tied CAMEL's range; None: no bound) and `a_max` (default 1 in units of `loss_scale`,
+    `A_MAX`; None: no bound) are keywords of `sample_init` (what `fit` starts from); `from_params` builds without
+    them unless given, so that any parameters can be built.
 
     **Arguments** (`__call__`):
 
@@ -103,6 +124,7 @@ class CAMELMixture(AbstractLaw):
     C1: Float[Array, "*batch"]
     loss_scale: float = eqx.field(static=True, default=1.0)
     alpha_max: float | None = eqx.field(static=True, default=None)  # None: no upper bound
+    a_max: float | None = eqx.field(static=True, default=None)  # None: a = root_a^2 (files of format <= 13)
 
     @property
     def profile(self) -> Array:
@@ -125,8 +147,9 @@ class CAMELMixture(AbstractLaw):
 
     @property
     def a(self) -> Array:
-        """a_i = Kt_i alpha_i, in units of `loss_scale`: the slope in log eta_i of the log-law limit."""
-        return self.root_a * self.root_a
+        """a_i = Kt_i alpha_i, in units of `loss_scale`: the slope in log eta_i of the log-law limit (root_a_i^2, or
+        a_max sin(root_a_i)^2 within the bound `a_max`)."""
+        return square_value(self.root_a, self.a_max)
 
     @property
     def alpha(self) -> Array:
@@ -193,10 +216,12 @@ class CAMELMixture(AbstractLaw):
         C: ArrayLike,
         loss_scale: float = 1.0,
         alpha_max: float | None = None,
+        a_max: float | None = None,
     ) -> CAMELMixture:
         """Build from the paper's constrained values (t columns on the simplex, K > 0, alpha > 0, C real), with
-        optional leading batch axes. `alpha_max`: alpha must be <= it (None, the default here: no bound)."""
-        alpha_max = resolve_alpha_max(alpha_max)
+        optional leading batch axes. `alpha_max`: alpha must be <= it; `a_max`: each slope a_i = K_i alpha_i
+        s_i^-alpha_i / loss_scale must be <= it (None, the defaults here: no bound)."""
+        alpha_max, a_max = resolve_alpha_max(alpha_max), resolve_a_max(a_max)
         loss_scale = positive_number(loss_scale, "loss_scale")
         p = as_leaves({"t": 2, "K": 1, "alpha": 1, "C": 0}, {"t": t, "K": K, "alpha": alpha, "C": C})
         positive_inverse(p["alpha"], None, "alpha")  # the paper's alpha > 0 (alpha = 0 is the log limit)
@@ -206,11 +231,12 @@ class CAMELMixture(AbstractLaw):
         return cls(
             profile_roots=profile_roots,
             share_roots=share_roots,
-            root_a=jnp.sqrt(K_unit * p["alpha"]),
+            root_a=square_inverse(K_unit * p["alpha"], a_max, "the slope a = K alpha s^-alpha / loss_scale", "a_max"),
             raw_alpha=square_inverse(p["alpha"], alpha_max, "parameter `alpha`", "alpha_max"),
             C1=p["C"] / loss_scale + jnp.sum(K_unit, axis=-1),
             loss_scale=loss_scale,
             alpha_max=alpha_max,
+            a_max=a_max,
         )
 
     @classmethod
@@ -222,33 +248,39 @@ class CAMELMixture(AbstractLaw):
         n_domains: int,
         loss_scale: float = 1.0,
         alpha_max: float | None = ALPHA_MAX,
+        a_max: float | None = A_MAX,
     ) -> CAMELMixture:
         """A random start in the law's unit `loss_scale`: profiles near uniform, the level C1 in [0.8, 1.2], slopes
-        a in [0.001, 0.1] and alpha in [0.02, 0.5] (at most 0.9 `alpha_max`; tied CAMEL's starts at c = 3, in
-        these coordinates). `alpha_max`: the bound on alpha (default 1; None: none)."""
+        a in [0.001, 0.1] (at most 0.9 `a_max`) and alpha in [0.02, 0.5] (at most 0.9 `alpha_max`; tied CAMEL's
+        starts at c = 3, in these coordinates). `alpha_max`: the bound on alpha (default 1; None: none); `a_max`:
+        the bound on the slopes a, in units of `loss_scale` (default 1, `A_MAX`; None: none; see the class)."""
         n_datasets, n_domains = count(n_datasets, "n_datasets"), count(n_domains, "n_domains")
-        alpha_max = resolve_alpha_max(alpha_max)
+        alpha_max, a_max = resolve_alpha_max(alpha_max), resolve_a_max(a_max)
         k_t, k_a, k_alpha, k_C = jax.random.split(key, 4)
         a = jnp.exp(log_uniform(k_a, (n_domains,), 0.001, 0.1))
         alpha = jnp.exp(log_uniform(k_alpha, (n_domains,), 0.02, 0.5))
         if alpha_max is not None:
             alpha = jnp.minimum(alpha, 0.9 * alpha_max)
+        if a_max is not None:
+            a = jnp.minimum(a, 0.9 * a_max)
         profile_roots, share_roots = profile_coordinates(
             jax.nn.softmax(jax.random.normal(k_t, (n_domains, n_datasets)), axis=0)
         )
         return cls(
             profile_roots=profile_roots,
             share_roots=share_roots,
-            root_a=jnp.sqrt(a),
+            root_a=square_inverse(a, a_max, "the slope a", "a_max"),
             raw_alpha=square_inverse(alpha, alpha_max, "parameter `alpha`", "alpha_max"),
             C1=jax.random.uniform(k_C, (), minval=0.8, maxval=1.2),
             loss_scale=positive_number(loss_scale, "loss_scale"),
             alpha_max=alpha_max,
+            a_max=a_max,
         )
 
     def in_units(self, **units: Any) -> CAMELMixture:
         """The same function stored in another unit of loss (batch axes kept): `loss_scale` is the only unit, and
-        the coordinates a and C1 scale with it exactly, so a law in the log-law limit (K infinite) moves too.
+        the coordinates a and C1 scale with it exactly, so a law in the log-law limit (K infinite) moves too; a
+        bound `a_max` on the slopes scales with them (the same bound in the user's units).
 
         **Arguments**:
 
@@ -264,11 +296,12 @@ class CAMELMixture(AbstractLaw):
         return CAMELMixture(
             profile_roots=self.profile_roots,
             share_roots=self.share_roots,
-            root_a=self.root_a * ratio**0.5,
+            root_a=self.root_a * ratio**0.5 if self.a_max is None else self.root_a,
             raw_alpha=self.raw_alpha,
             C1=self.C1 * ratio,
             loss_scale=scale,
             alpha_max=self.alpha_max,
+            a_max=None if self.a_max is None else self.a_max * ratio,
         )
 
     def with_data_scales(self, inputs: tuple[Any, ...], y: Any) -> dict[str, float]:
@@ -277,7 +310,8 @@ class CAMELMixture(AbstractLaw):
 
     def structure(self) -> dict[str, Any]:
         k, n = self.profile_roots.shape[-2:]
-        return {"n_datasets": n, "n_domains": k, "loss_scale": self.loss_scale, "alpha_max": self.alpha_max}
+        return {"n_datasets": n, "n_domains": k, "loss_scale": self.loss_scale, "alpha_max": self.alpha_max,
+                "a_max": self.a_max}
 
     def default_polish(self) -> int | None:
         """1,000 Newton steps: on RegMix (384 runs, 13 losses, 8 starts) the best start met the first-order rule on

@@ -25,6 +25,7 @@ from jaxtyping import Array
 from ._base import AbstractLaw, positive
 from ._camel import CAMEL, tied_alpha
 from ._camel_data import CAMELData
+from ._camel_mixture import CAMELMixture
 from ._chinchilla import Chinchilla
 from ._dml import DML
 from ._sodm_additive import SODMAdditive
@@ -311,6 +312,9 @@ def _as_written(law: type[AbstractLaw], **defaults: Any) -> type:
     return type(f"_AsWritten{law.__name__}", (), {"CHOICES": law.CHOICES, "sample_init": classmethod(sample_init)})
 
 
+# The classes a format-13 (or earlier) file names whose default layout changed in format 14: CAMELMixture with
+# unbounded slopes (a = root_a^2), then the only layout.
+FORMAT_13: dict[str, type] = {"CAMELMixture": _as_written(CAMELMixture, a_max=None)}
 # The classes a format-11 (or earlier) file names whose default layout changed in format 12: CAMELData's data term
 # with unbounded exponents (gamma = raw^2), then the only layout (and, without `mixture_center`, shares from 0).
 FORMAT_11: dict[str, type] = {"CAMELData": _as_written(CAMELData, gamma_max=None)}
@@ -342,9 +346,10 @@ def legacy_layouts(version: int) -> dict[str, type]:
     `mixture_chart`, "log" when absent; format 6 DML's `t_max` and CAMEL's `ratio_max`, None when absent; format 8
     SODMJoint's `coefficient_chart`, "roots" when absent; format 9 CAMELData's `data_term`, "domains" (the
     default) when absent: earlier files load as they are; format 12 CAMELData's `gamma_max`, None when absent, and
-    `mixture_center`, None when absent.)"""
+    `mixture_center`, None when absent; format 14 CAMELMixture's `a_max`, None when absent.)"""
     return (
-        (FORMAT_11 if version < 12 else {})
+        (FORMAT_13 if version < 14 else {})
+        | (FORMAT_11 if version < 12 else {})
         | (FORMAT_7 if version < 8 else {})
         | (FORMAT_5 if version < 6 else {})
         | (FORMAT_4 if version < 5 else {})
