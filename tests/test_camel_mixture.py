@@ -335,3 +335,66 @@ def test_the_cli_prints_a_detached_term_by_its_finite_coordinates_never_its_k_an
                     "best_status": ["converged", "converged"], "detached": {"terms": {"b": [0, 2]}}}, None)  # fmt: skip
     text = capsys.readouterr().out
     assert "  b: terms [0, 2] are detached" in text and "  a: terms" not in text
+
+
+def test_rows_outside_the_term_support_get_no_prediction_and_resamples_outside_theirs_no_band_end(recovered, tmp_path,
+                                                                                                 capsys):
+    """RegMix (issue 56): a held-out mixture of 99.3% freelaw put a term's variable at e^-60.6 where the trained runs
+    reach e^-4.5, and camel-mixture predicted 4.1e8 for a loss of 6.51; resamples outside their own range put band
+    ends at 1e10. A row whose term variable <t_i, r> lies below a tenth of its smallest trained value is flagged
+    (`FitResult.outside_support`) and `predict` gives it no number; a resample outside its own support is left out
+    of the band at that row. Checked against NumPy's <t_i, r> on hand-set laws."""
+    import dataclasses
+
+    import pandas as pd
+
+    from camel_jax.cli import main
+    from camel_jax.fitting._bootstrap import BootstrapResult
+
+    _, result, r, y = recovered
+
+    def hand(t0b):
+        t = np.array([[0.7, t0b, 0.4, 0.1], [0.2, 0.5, 0.2, 0.1], [0.1, 0.5 - t0b, 0.4, 0.8]])
+        return t, CAMELMixture.from_params(t=t, K=[0.4, 0.3, 0.2], alpha=[0.35, 0.6, 0.5], C=1.5)
+
+    t, law = hand(1e-6)
+    rows = np.array([[0, 1, 0, 0], [0.25, 0.25, 0.25, 0.25], [0.02, 0.95, 0.02, 0.01], r[0]], float)
+    np.testing.assert_allclose(law.term_variables(jnp.asarray(rows[1:])),
+                               np.log(rows[1:] @ t.T / np.asarray(law.shares)), rtol=1e-10)  # fmt: skip
+    floor = np.log(r @ t.T).min(axis=0)
+    expected = (np.log(rows @ t.T) < floor - np.log(10)).any(axis=1)
+    assert expected.tolist()[:2] == [True, False]  # the pure dataset b is outside, the uniform mixture inside
+    # resample 0 has its own term 0 at 1e-9 on b (outside at rows 0 and 2), the others at 0.1 (inside)
+    laws = jax.tree.map(lambda *xs: jnp.stack(xs), hand(1e-9)[1], hand(0.1)[1], hand(0.1)[1], hand(0.1)[1])
+    boot = dataclasses.replace(BootstrapResult.of_laws(laws), resamples=jnp.ones((4, len(y))))
+    made = dataclasses.replace(result, law=law, bootstrap=boot)
+    assert made.outside_support(rows).tolist() == expected.tolist()
+    _, low, high = made.prediction_band(jnp.asarray(rows), new_runs=False)
+    others = np.stack([np.asarray(hand(0.1)[1](jnp.asarray(rows)))] * 3)
+    resample_0 = np.asarray(hand(1e-9)[1](jnp.asarray(rows)))
+    np.testing.assert_allclose(high[0], np.percentile(others[:, 0], 97.5))  # resample 0 (about 1e3x) left out
+    assert resample_0[0] > 10 * high[0]
+    from camel_jax.mixture._loss_decision import _outside_term_support
+
+    assert _outside_term_support(made, rows[0]) and not _outside_term_support(made, rows[1])  # optimize's check
+    camel = known_tied_camel()
+    np.testing.assert_allclose(camel.term_variables(jnp.asarray(rows[1:, :3] / rows[1:, :3].sum(1, keepdims=True))),
+                               np.log(rows[1:, :3] / rows[1:, :3].sum(1, keepdims=True) @ np.asarray(camel.t).T),
+                               rtol=1e-10)  # fmt: skip
+    path = cj.save(made, tmp_path / "hand.npz")
+    pd.DataFrame(rows, columns=list("abcd")).assign(loss=2.0).to_csv(tmp_path / "rows.csv", index=False)
+    capsys.readouterr()
+    assert main(["predict", str(path), str(tmp_path / "rows.csv"), "--out", str(tmp_path / "pred.csv")]) == 0
+    out = capsys.readouterr().out
+    pred = pd.read_csv(tmp_path / "pred.csv")
+    assert pred["supported"].tolist() == (~expected).tolist()
+    assert pred.loc[expected, ["predicted", "lower", "upper"]].isna().all().all()
+    assert pred.loc[~expected, "predicted"].notna().all()
+    assert f"{int(expected.sum())} of 4 rows lie outside the fit's support" in out
+    from camel_jax.cli.predict import _held_out
+
+    _held_out(pred, np.full(4, 2.0), 0.95, False)  # the held-out line scores the rows with a prediction only
+    mape = 100 * np.mean(np.abs(pred.loc[~expected, "predicted"] / 2.0 - 1))
+    out = capsys.readouterr().out
+    assert f"MAPE {mape:#.4g}% over {int((~expected).sum())} rows" in out
+    assert f"{int(expected.sum())} rows outside the fit's support have no prediction" in out
