@@ -51,10 +51,12 @@ def fit_columns(path: str, saved: Any) -> dict[str, Any]:
 
 
 def target_names(path: str, saved: Any) -> list[str] | None:
-    """The names of a fit's targets in its order (None for a fit of one target); "target 0", ... when the file does
-    not record them."""
+    """The names of a fit's targets in its order (None for a fit of one target): the fit's own `targets`, else the
+    file's record of them; "target 0", ... when neither holds them."""
     if saved.n_targets is None:
         return None
+    if saved.targets is not None and len(saved.targets) == saved.n_targets:  # the fit's own (`FitResult.targets`)
+        return [str(n) for n in saved.targets]
     names = fit_columns(path, saved).get("targets")
     if isinstance(names, list) and len(names) == saved.n_targets:
         return [str(n) for n in names]
