@@ -556,3 +556,18 @@ def test_predict_refuses_another_size_for_a_law_of_the_mixture(tmp_path, capsys)
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "4 of 4 rows are at a model size the fit was not made at (2e+08; fitted at 1e+08)" in \
         error[0], error  # fmt: skip
+
+
+def test_the_fit_json_names_each_degenerate_target():
+    """A fit of several targets wrote `"degenerate": {}` to its .json whatever its targets were (5Mix: 18 of 22
+    degenerate); each element now carries its target's name."""
+    from types import SimpleNamespace
+
+    from camel_jax.cli.fit import _named_degenerate
+
+    found = {"target 2: K[1]": "at an infinite limit", "target 0: C": "below minus 1e+06 times the targets' scale"}
+    several = SimpleNamespace(n_targets=3, degenerate=lambda: found)
+    assert _named_degenerate(several, ["web", "code", "math"]) == {
+        "math: K[1]": "at an infinite limit", "web: C": "below minus 1e+06 times the targets' scale"}
+    one = SimpleNamespace(n_targets=None, degenerate=lambda: {"C": "not a number"})
+    assert _named_degenerate(one, ["loss"]) == {"C": "not a number"}
