@@ -1,4 +1,4 @@
-"""Study 10 (issue 56): the command line held out on Data Mixing Laws' 3Mix and 2Mix, as a user runs it.
+"""Study 10 (issue 56): the command line held out on Data Mixing Laws' 3Mix, 2Mix and 5Mix, as a user runs it.
 
 Each table (mixinglaws_ye2024 `NAME_long.csv`: one row per checkpoint and validation domain; rows with step 'last'
 and the paper's optimised mixtures, run_id >= 900, dropped as `../shared/tools/heldout_cli.py` does for 5Mix) is cut
@@ -7,6 +7,9 @@ vary with the step), one target per validation domain, then the held-out rows sc
 
 - 3Mix: fit 70M + 160M, hold out the 32 runs at 410M (302311424 non-embedding parameters; 2 checkpoints each).
 - 2Mix: 2 sizes (70M, 160M): holding out 160M leaves one size whose tokens vary; what `fit` says is printed.
+- 5Mix: fit 70M-410M (26 runs each), hold out the 4 swarm runs at 1B (805736448 non-embedding parameters; one
+  checkpoint each, 88 rows over the 22 domains): the rows `heldout_cli.py --only 5Mix` holds out. That tool fits
+  each run's last checkpoint (`fit`'s default); `--checkpoint final` here reads the table as it does.
 
 For each `--law` (default: `auto`, then each law `auto` considers on such a table): the law fitted (auto's choice
 and its printed line are in the log), the held-out MAPE (over all held-out rows, and per domain), and, when the fit
@@ -18,7 +21,7 @@ the fit file (`FitResult.predict` at the rows read with the fit's own reader fla
 `heldout_cli.py --resamples 0` leaves, where `predict` refuses a fit without a bootstrap).
 
     python benchmarks/heldout_mixinglaws.py [--table 3Mix] [--laws auto,sodm-additive,...] [--resamples 0]
-        [--restarts 32] [--workdir DIR] [--log FILE]
+        [--restarts 32] [--checkpoint all|final] [--workdir DIR] [--log FILE]
 """
 
 from __future__ import annotations
@@ -98,11 +101,24 @@ def summary(points: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def held_out(law: str, folder: Path, resamples: int, restarts: int, log) -> dict[str, object]:
+def degenerate_share(fit: Path) -> str:
+    """'n/T': the targets whose best law has a parameter that is a limit, not an estimate (`FitResult.degenerate`,
+    which the fit's .json leaves empty for several targets)."""
+    from camel_jax.io._save import load
+
+    saved = load(fit)
+    found = saved.degenerate()
+    n = saved.n_targets or 1
+    hit = {name.split(":")[0] for name in found} if saved.n_targets else ({"all"} if found else set())
+    return f"{len(hit)}/{n}"
+
+
+def held_out(law: str, folder: Path, resamples: int, restarts: int, log, flags: list[str] = FLAGS) -> dict[str, object]:
     """`fit --law LAW` on train.csv in `folder`, then the held-out rows scored (by `predict` when the fit has a
     bootstrap)."""
     prefix = f"fit_{law}"
-    code, text = cli(["fit", "train.csv", *FLAGS, "--law", law, "--resamples", str(resamples), "--restarts",
+    t0 = time.time()
+    code, text = cli(["fit", "train.csv", *flags, "--law", law, "--resamples", str(resamples), "--restarts",
                       str(restarts), "--out", prefix], folder, log)  # fmt: skip
     if code != 0:
         return {"law": law, "fitted": f"exit {code}: {text.strip().splitlines()[-1]}"}
@@ -110,6 +126,7 @@ def held_out(law: str, folder: Path, resamples: int, restarts: int, log) -> dict
     statuses = fitted["best_status"] if isinstance(fitted["best_status"], list) else [fitted["best_status"]]
     row: dict[str, object] = {"law": law, "fitted": fitted["law_name"],
                               "converged": f"{sum(s in ('converged', 'stalled') for s in statuses)}/{len(statuses)}"}
+    row |= {"degenerate": degenerate_share(folder / f"{prefix}.npz"), "fit_s": round(time.time() - t0)}
     if resamples > 0:
         code, text = cli(["predict", f"{prefix}.npz", "test.csv", "--out", f"pred_{law}.csv"], folder, log)
         if code != 0:
@@ -123,10 +140,12 @@ def held_out(law: str, folder: Path, resamples: int, restarts: int, log) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--table", default="3Mix", choices=("3Mix", "2Mix"))
+    parser.add_argument("--table", default="3Mix", choices=("3Mix", "2Mix", "5Mix"))
     parser.add_argument("--laws", default=",".join(("auto", *TOKEN_LAWS)))
     parser.add_argument("--resamples", type=int, default=0)
     parser.add_argument("--restarts", type=int, default=32)
+    parser.add_argument("--checkpoint", default="all", help="fit's --checkpoint: all (default: every checkpoint, "
+                        "the tokens vary with the step) or final (each run's last, as heldout_cli.py)")  # fmt: skip
     parser.add_argument("--workdir", default=None, help="where train.csv, test.csv and the fits go (default: a "
                         "new temporary folder, kept)")  # fmt: skip
     parser.add_argument("--log", default=None, help="also append every command's output to this file")
@@ -152,7 +171,11 @@ def main() -> None:
     log(f"{args.table}: fit on sizes {[f'{s:.4g}' for s in sizes]} ({len(train)} rows), hold out {largest:.4g} "
         f"({test['run_id'].nunique()} runs, {len(test)} rows); folder {folder}; load average "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
-    rows = [held_out(law, folder, args.resamples, args.restarts, log) for law in args.laws.split(",")]
+    flags = [*FLAGS[:-1], args.checkpoint]
+    rows = []
+    for law in args.laws.split(","):
+        rows.append(held_out(law, folder, args.resamples, args.restarts, log, flags))
+        log(f"row: {json.dumps(rows[-1])}")
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"), flush=True)
     log(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
