@@ -224,18 +224,23 @@ def linear_limit_world(r):
     return 0.6 + 0.09 * (u1 - 1) + 0.075 * (u1**-0.4 - 1) + 0.025 * (u2**-0.6 - 1)
 
 
-def test_a_term_running_to_its_linear_limit_stops_at_the_slope_bound_and_converges():
+def test_a_term_running_to_its_linear_limit_stops_at_the_slope_bound():
     """In that limit a_0 -> infinity (a limit at infinity of the slopes; without a bound, on main, 3 of 4 starts of
     this fit stopped at the step cap, the best among them with a = 25 and the gradient 2.8e-7 against the rule's
     4.8e-9, the Newton steps crawling along the valley a_0 s_1 = const). Within the bound a_i <= `a_max` (sin^2
-    coordinates) the limit is the regular point a_0 = a_max: the best start meets its stopping rule there, and the
-    law predicts held-out mixtures to within 1% (the bound's cost: the linear limit is approached, not reached)."""
+    coordinates) the dominant term stops at the regular point a_0 = a_max and the law predicts held-out mixtures to
+    within 1% (the bound's cost: the linear limit is approached, not reached). Whether the best start then meets its
+    stopping rule is not robust here (sixth session): a second term also reaches the bound and the starts crawl on;
+    with XLA's default optimization one start meets the rule (gradient 4.0e-9 against 4.8e-9), at optimization
+    level 0 (the suite's xdist workers) the best ones stop at the step cap (2.4e-7). So what is asserted is that the
+    fit says which: no problem but the step cap's."""
     rng = np.random.default_rng(5)
     r = random_mixtures(rng, 48, 4)
     result = fit_48(r, linear_limit_world(r))
     law = result.law
-    assert law.a_max == 1.0 and result.problems() == []
-    assert int(np.asarray(result.best_status)) == int(cj.Status.CONVERGED)
+    assert law.a_max == 1.0
+    assert all("max steps" in problem for problem in result.problems())
+    assert (int(np.asarray(result.best_status)) == int(cj.Status.CONVERGED)) == (result.problems() == [])
     assert float(np.max(np.asarray(law.a))) == pytest.approx(law.a_max, rel=1e-6)  # the dominant term, at the bound
     held_out = random_mixtures(np.random.default_rng(4), 40, 4)
     error = np.abs(np.asarray(law(jnp.asarray(held_out))) / linear_limit_world(held_out) - 1)
@@ -335,3 +340,66 @@ def test_the_cli_prints_a_detached_term_by_its_finite_coordinates_never_its_k_an
                     "best_status": ["converged", "converged"], "detached": {"terms": {"b": [0, 2]}}}, None)  # fmt: skip
     text = capsys.readouterr().out
     assert "  b: terms [0, 2] are detached" in text and "  a: terms" not in text
+
+
+def test_rows_outside_the_term_support_get_no_prediction_and_resamples_outside_theirs_no_band_end(recovered, tmp_path,
+                                                                                                 capsys):
+    """RegMix (issue 56): a held-out mixture of 99.3% freelaw put a term's variable at e^-60.6 where the trained runs
+    reach e^-4.5, and camel-mixture predicted 4.1e8 for a loss of 6.51; resamples outside their own range put band
+    ends at 1e10. A row whose term variable <t_i, r> lies below a tenth of its smallest trained value is flagged
+    (`FitResult.outside_support`) and `predict` gives it no number; a resample outside its own support is left out
+    of the band at that row. Checked against NumPy's <t_i, r> on hand-set laws."""
+    import dataclasses
+
+    import pandas as pd
+
+    from camel_jax.cli import main
+    from camel_jax.fitting._bootstrap import BootstrapResult
+
+    _, result, r, y = recovered
+
+    def hand(t0b):
+        t = np.array([[0.7, t0b, 0.4, 0.1], [0.2, 0.5, 0.2, 0.1], [0.1, 0.5 - t0b, 0.4, 0.8]])
+        return t, CAMELMixture.from_params(t=t, K=[0.4, 0.3, 0.2], alpha=[0.35, 0.6, 0.5], C=1.5)
+
+    t, law = hand(1e-6)
+    rows = np.array([[0, 1, 0, 0], [0.25, 0.25, 0.25, 0.25], [0.02, 0.95, 0.02, 0.01], r[0]], float)
+    np.testing.assert_allclose(law.term_variables(jnp.asarray(rows[1:])),
+                               np.log(rows[1:] @ t.T / np.asarray(law.shares)), rtol=1e-10)  # fmt: skip
+    floor = np.log(r @ t.T).min(axis=0)
+    expected = (np.log(rows @ t.T) < floor - np.log(10)).any(axis=1)
+    assert expected.tolist()[:2] == [True, False]  # the pure dataset b is outside, the uniform mixture inside
+    # resample 0 has its own term 0 at 1e-9 on b (outside at rows 0 and 2), the others at 0.1 (inside)
+    laws = jax.tree.map(lambda *xs: jnp.stack(xs), hand(1e-9)[1], hand(0.1)[1], hand(0.1)[1], hand(0.1)[1])
+    boot = dataclasses.replace(BootstrapResult.of_laws(laws), resamples=jnp.ones((4, len(y))))
+    made = dataclasses.replace(result, law=law, bootstrap=boot)
+    assert made.outside_support(rows).tolist() == expected.tolist()
+    _, low, high = made.prediction_band(jnp.asarray(rows), new_runs=False)
+    others = np.stack([np.asarray(hand(0.1)[1](jnp.asarray(rows)))] * 3)
+    resample_0 = np.asarray(hand(1e-9)[1](jnp.asarray(rows)))
+    np.testing.assert_allclose(high[0], np.percentile(others[:, 0], 97.5))  # resample 0 (about 1e3x) left out
+    assert resample_0[0] > 10 * high[0]
+    from camel_jax.mixture._loss_decision import _outside_term_support
+
+    assert _outside_term_support(made, rows[0]) and not _outside_term_support(made, rows[1])  # optimize's check
+    camel = known_tied_camel()
+    np.testing.assert_allclose(camel.term_variables(jnp.asarray(rows[1:, :3] / rows[1:, :3].sum(1, keepdims=True))),
+                               np.log(rows[1:, :3] / rows[1:, :3].sum(1, keepdims=True) @ np.asarray(camel.t).T),
+                               rtol=1e-10)  # fmt: skip
+    path = cj.save(made, tmp_path / "hand.npz")
+    pd.DataFrame(rows, columns=list("abcd")).assign(loss=2.0).to_csv(tmp_path / "rows.csv", index=False)
+    capsys.readouterr()
+    assert main(["predict", str(path), str(tmp_path / "rows.csv"), "--out", str(tmp_path / "pred.csv")]) == 0
+    out = capsys.readouterr().out
+    pred = pd.read_csv(tmp_path / "pred.csv")
+    assert pred["supported"].tolist() == (~expected).tolist()
+    assert pred.loc[expected, ["predicted", "lower", "upper"]].isna().all().all()
+    assert pred.loc[~expected, "predicted"].notna().all()
+    assert f"{int(expected.sum())} of 4 rows lie outside the fit's support" in out
+    from camel_jax.cli.predict import _held_out
+
+    _held_out(pred, np.full(4, 2.0), 0.95, False)  # the held-out line scores the rows with a prediction only
+    mape = 100 * np.mean(np.abs(pred.loc[~expected, "predicted"] / 2.0 - 1))
+    out = capsys.readouterr().out
+    assert f"MAPE {mape:#.4g}% over {int((~expected).sum())} rows" in out
+    assert f"{int(expected.sum())} rows outside the fit's support have no prediction" in out

@@ -214,7 +214,8 @@ def test_predict_gives_the_saved_band_and_its_coverage(cli_fit, capsys):
     assert "held-out: MAPE " in printed and "band covers" in printed and "not calibrated" in printed
     pred = pd.read_csv(folder / "pred.csv")
     test = pd.read_csv(folder / "test.csv")
-    assert list(pred.columns) == list(test.columns) + ["predicted", "lower", "upper"]
+    assert list(pred.columns) == list(test.columns) + ["predicted", "lower", "upper", "supported"]
+    assert pred["supported"].all()  # CAMEL's terms: every held-out mixture within the trained range of <t_i, r>
     pd.testing.assert_frame_equal(pred[test.columns], test)  # the rows, unchanged
     assert np.all(pred["lower"] <= pred["upper"])
     # predicted: the saved law at the rows; the band: the saved bootstrap's percentile band (the same without

@@ -236,8 +236,13 @@ def loss_lines(decision: Any) -> list[str]:
     at = f"size {decision.size:g}" if decision.size is not None else "the fitted size"
     if decision.tokens is not None:
         at += f", tokens {decision.tokens:g}"
-    what = "loss" if len(decision.targets) == 1 else "objective (" + ", ".join(
-        f"{t} {w:.3g}" for t, w in zip(decision.targets, decision.weights) if w > 0) + ")"  # fmt: skip
+    weights = np.asarray(decision.weights, float)
+    if len(decision.targets) == 1:
+        what = "loss"
+    elif len(weights) > 3 and np.allclose(weights, weights[0]):
+        what = f"objective (the mean of the {len(weights)} targets' losses)"
+    else:
+        what = "objective (" + ", ".join(f"{t} {w:.3g}" for t, w in zip(decision.targets, weights) if w > 0) + ")"
     region = {"data": "inside the runs' support (each share within its trained range widened by 25%)",
               "simplex": "over the whole simplex", "bounds": "within the given bounds",
               "given": "within the given support"}[decision.support]  # fmt: skip

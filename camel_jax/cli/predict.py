@@ -22,6 +22,9 @@ else:
 PREDICTION_COLUMNS = ("predicted", "lower", "upper")
 # With a calibration, this column says whether each row's band is calibrated (see `uncalibrated_rows`).
 CALIBRATED_COLUMN = "calibrated"
+# For a law with term variables (CAMEL's <t_i, r>), this column says whether each row lies within the fit's support
+# (`FitResult.outside_support`); outside it the row gets no prediction.
+SUPPORTED_COLUMN = "supported"
 
 
 def add_parser(sub: Any) -> None:
@@ -48,10 +51,12 @@ def fit_columns(path: str, saved: Any) -> dict[str, Any]:
 
 
 def target_names(path: str, saved: Any) -> list[str] | None:
-    """The names of a fit's targets in its order (None for a fit of one target); "target 0", ... when the file does
-    not record them."""
+    """The names of a fit's targets in its order (None for a fit of one target): the fit's own `targets`, else the
+    file's record of them; "target 0", ... when neither holds them."""
     if saved.n_targets is None:
         return None
+    if saved.targets is not None and len(saved.targets) == saved.n_targets:  # the fit's own (`FitResult.targets`)
+        return [str(n) for n in saved.targets]
     names = fit_columns(path, saved).get("targets")
     if isinstance(names, list) and len(names) == saved.n_targets:
         return [str(n) for n in names]
@@ -142,6 +147,8 @@ def run(args: argparse.Namespace) -> None:
     for problem in saved.problems() + saved.bootstrap.problems():
         print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
     predicted, lower, upper = saved.prediction_band(*inputs, level=args.level)
+    outside = saved.outside_support(inputs[0])
+    predicted, lower, upper = _without_outside((predicted, lower, upper), outside)
     flagged = uncalibrated_rows(saved, inputs)
     out = df.copy()
     names = target_names(args.saved, saved)
@@ -156,6 +163,12 @@ def run(args: argparse.Namespace) -> None:
         for t, name in enumerate(names):
             for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
                 out[f"{column}_{name}"] = values[t]
+            if outside is not None:
+                out[f"{SUPPORTED_COLUMN}_{name}"] = ~outside[t]
+    if outside is not None and one_column:
+        outside = outside if which is None else outside[which, np.arange(outside.shape[1])]  # each row's target
+        out[SUPPORTED_COLUMN] = ~outside
+    _warn_outside(outside, None if one_column else names)
     if flagged is not None:
         out[CALIBRATED_COLUMN] = ~flagged
         _warn_uncalibrated(out, saved, saved.calibration.tokens_of(inputs))
@@ -190,7 +203,10 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
     _check_sizes(args, data, len(inputs))
     for problem in saved.problems() + saved.bootstrap.problems():
         print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
-    predicted, lower, upper = (np.atleast_2d(np.asarray(a)) for a in saved.prediction_band(*inputs, level=args.level))
+    band = saved.prediction_band(*inputs, level=args.level)
+    outside = saved.outside_support(inputs[0])
+    predicted, lower, upper = (np.atleast_2d(a) for a in _without_outside(band, outside))
+    outside = None if outside is None else np.atleast_2d(outside)
     flagged = uncalibrated_rows(saved, inputs)
     y, w = np.atleast_2d(np.asarray(data.y)), np.atleast_2d(np.asarray(data.weight))
     frames = []
@@ -208,8 +224,11 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
             frame[label] = values[t][keep]
         if flagged is not None:
             frame[CALIBRATED_COLUMN] = ~flagged[keep]
+        if outside is not None:
+            frame[SUPPORTED_COLUMN] = ~outside[t][keep]
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
+    _warn_outside(None if outside is None else np.where(w > 0, outside, False), targets if len(targets) > 1 else None)
     if flagged is not None and saved.calibration.tokens_index is not None:
         _warn_uncalibrated(out, saved, np.concatenate([np.asarray(inputs[saved.calibration.tokens_index])[w[t] > 0]
                                                        for t in range(len(targets))]))  # fmt: skip
@@ -234,6 +253,31 @@ def _check_sizes(args: argparse.Namespace, data: Any, n_inputs: int) -> None:
             f"({size[other][0]:.4g}; fitted at {', '.join(f'{s:.4g}' for s in known)}): its law reads no size, so it "
             "predicts at those sizes only; fit a law of size on runs at 2 sizes or more to predict at another"
         )
+
+
+def _without_outside(band: tuple[Any, ...], outside: Any) -> tuple[Any, ...]:
+    """The band's arrays with NaN (no prediction) where a row lies outside the fit's support (`outside`, [P] or
+    [T, P] booleans; None: the law has no term variables, every row kept)."""
+    arrays = tuple(np.array(a, dtype=float) for a in band)
+    if outside is not None:
+        for a in arrays:
+            a[np.broadcast_to(outside, a.shape)] = np.nan
+    return arrays
+
+
+def _warn_outside(outside: Any, names: list[str] | None) -> None:
+    """One printed line when some rows lie outside the fit's support (`outside` [P] or [T, P]): how many, the first
+    (row and target), and why they have no prediction."""
+    if outside is None or not np.any(outside):
+        return
+    outside = np.atleast_2d(outside)
+    t, row = (int(i[0]) for i in np.nonzero(outside))
+    first = f"row {row}" + (f" of {names[t]}" if names is not None and outside.shape[0] > 1 else "")
+    print(f"warning: {int(outside.any(axis=0).sum())} of {outside.shape[1]} rows lie outside the fit's support (the "
+          f"first: {first}): a term's mixture variable (CAMEL's <t_i, r>) below a tenth of its smallest value over "
+          "the fitted runs, where the law's power-law terms extrapolate without limit; no prediction there "
+          f"(predicted, lower, upper empty; {SUPPORTED_COLUMN} = False): add runs near those mixtures, or use a law "
+          "without such terms (log-linear)")  # fmt: skip
 
 
 def uncalibrated_rows(saved: Any, inputs: tuple[Any, ...]) -> Any:
@@ -280,6 +324,8 @@ def _held_out(out: Any, observed: Any, level: float, calibrated: bool) -> None:
         return
     y = np.asarray(observed, float)
     ok = np.isfinite(y) & (y != 0)
+    unsupported = int(np.sum(ok & ~np.isfinite(out["predicted"].to_numpy(float))))
+    ok &= np.isfinite(out["predicted"].to_numpy(float))
     if not ok.any():
         return
     p, lo, hi = (out[c].to_numpy(float)[ok] for c in PREDICTION_COLUMNS)
@@ -293,5 +339,7 @@ def _held_out(out: Any, observed: Any, level: float, calibrated: bool) -> None:
                 f"calibrated for {int(good.sum())} rows, covering {float(np.mean(inside[good])):.0%} of them; not for "
                 f"the {int((~good).sum())} outside the trained tokens")  # fmt: skip
     note += "; with the fit's run-to-run scatter"
+    if unsupported:
+        note += f"; {unsupported} rows outside the fit's support have no prediction and are not scored"
     print(f"held-out: MAPE {mape:#.4g}% over {int(ok.sum())} rows; the {level:.0%} band covers {cover:.0%} of them "
           f"({note})")  # fmt: skip

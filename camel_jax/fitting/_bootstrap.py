@@ -151,18 +151,29 @@ class BootstrapResult(eqx.Module):
         return np.all(np.isfinite(objectives.reshape(objectives.shape[0], -1)), axis=1)
 
     def prediction_interval(
-        self, *inputs: ArrayLike, level: float = 0.95, calibration: Calibration | None = None
+        self,
+        *inputs: ArrayLike,
+        level: float = 0.95,
+        calibration: Calibration | None = None,
+        drop: ArrayLike | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Band of the predictions across resamples: (low [P], high [P]). The percentile band, or with a
         `calibration` (`cj.calibrate` on the same data) that band widened by the extrapolation error beyond the
-        largest trained size and outside the trained tokens (`Calibration.widen`; unchanged inside the data)."""
+        largest trained size and outside the trained tokens (`Calibration.widen`; unchanged inside the data).
+        `drop` ([B, P] or [B, T, P] booleans): resamples' predictions left out of the band at those points (a
+        resample's law outside its own support: `FitResult.prediction_band`); a point every resample drops gets
+        no band (NaN)."""
         _check_level(level)
         pred = np.asarray(self.predict(*inputs))
+        if drop is not None:
+            pred = np.where(np.broadcast_to(np.asarray(drop, bool), pred.shape), np.nan, pred)
         pred = pred[self.finite()]
         if calibration is not None:
             return calibration.widen(pred, inputs[calibration.size_index], level,
                                      tokens=calibration.tokens_of(inputs))  # fmt: skip
-        low, high = np.percentile(pred, 100 * np.array([(1 - level) / 2, (1 + level) / 2]), axis=0)
+        with warnings.catch_warnings():  # a point every resample dropped: NaN, said by the caller
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low, high = np.nanpercentile(pred, 100 * np.array([(1 - level) / 2, (1 + level) / 2]), axis=0)
         return low, high
 
 

@@ -39,6 +39,7 @@ from ..solver._shard import lane_mesh
 from ._identify import Identifiability, identifiability, paper_params
 from ._residuals import fit_residuals
 from ._student import t_quantile
+from ._support import SUPPORT_FACTOR, support_floor, support_shortfall
 from ._units import starts_in_data_units
 
 
@@ -295,6 +296,26 @@ class FitResult(eqx.Module):
             out.append(FLOAT32_PROBLEM)
         return out
 
+    def outside_support(self, r: ArrayLike, factor: float = SUPPORT_FACTOR) -> np.ndarray | None:
+        """Which mixtures lie outside where the fit's terms were measured: a term variable of the best law
+        (`AbstractLaw.term_variables`, CAMEL's <t_i, r>) below 1 / `factor` of its smallest value over the fitted
+        rows, where a power-law term extrapolates without limit (see `camel_jax.fitting._support`).
+
+        **Arguments**:
+
+        - `r`: mixtures [P, n], in the fit's dataset order.
+        - `factor`: how far below the smallest trained value a variable may lie (default 10).
+
+        **Returns**: [P] booleans (or [T, P] for a fit of T targets); None for a law without term variables (log-linear,
+        DML, SODM: nothing to flag).
+        """
+        batched = self.n_targets is not None
+        floor = support_floor(self.law, self.inputs[0], self.weights, batched)
+        if floor is None:
+            return None
+        shortfall = support_shortfall(self.law, r, floor, batched)
+        return None if shortfall is None else shortfall > factor
+
     def prediction_band(
         self,
         *inputs: ArrayLike,
@@ -325,7 +346,8 @@ class FitResult(eqx.Module):
                              "`dataclasses.replace(result, bootstrap=cj.bootstrap_fit(result, key=...))`, or pass "
                              "`bootstrap=`")  # fmt: skip
         cal = self.calibration if calibration is None else calibration
-        low, high = boot.prediction_interval(*inputs, level=level, calibration=cal)
+        low, high = boot.prediction_interval(*inputs, level=level, calibration=cal,
+                                             drop=self._outside_resample_support(boot, inputs[0]))  # fmt: skip
         pred, low, high = np.asarray(self.predict(*inputs)), np.asarray(low), np.asarray(high)
         if not new_runs:
             return pred, low, high
@@ -340,6 +362,23 @@ class FitResult(eqx.Module):
         below, above = np.maximum(pred - low, 0.0), np.maximum(high - pred, 0.0)
         scale = half * np.abs(pred) if self.log_residuals else half  # a log scatter read as a relative one
         return pred, pred - np.hypot(below, scale), pred + np.hypot(above, scale)
+
+    def _outside_resample_support(self, boot: Any, r: ArrayLike) -> np.ndarray | None:
+        """[B, P] (or [B, T, P]): the points outside each resample's own support (its law's term variables below a
+        tenth of their smallest value over the rows that resample weighted; see `outside_support`), left out of
+        the band there: on RegMix a resample whose term ran far below its trained range put a band's end at 1e10.
+        None for a law without term variables, or resamples that do not weight this fit's rows."""
+        resamples = np.asarray(boot.resamples, float)
+        if resamples.ndim != 2 or resamples.shape[1] != np.shape(self.inputs[0])[0]:
+            return None
+        weights = np.asarray(self.weights, float)
+        w = resamples[:, None, :] * weights[None] if weights.ndim == 2 else resamples * weights[None]
+        axes = 1 if self.n_targets is None else 2
+        floor = support_floor(boot.laws, self.inputs[0], w, axes)
+        if floor is None:
+            return None
+        shortfall = support_shortfall(boot.laws, r, floor, axes)
+        return None if shortfall is None else shortfall > SUPPORT_FACTOR
 
     def run_scatter(self) -> tuple[np.ndarray | float, int]:
         """The scatter of one run about the best law, from the fit's residuals (on the fit's scale: log(pred / y)

@@ -99,6 +99,12 @@ class AbstractLaw(eqx.Module):
         or None for a law without a size input. `fit` warns when the data hold fewer distinct sizes."""
         return None
 
+    def term_variables(self, r: Any) -> Array | None:
+        """[P, m]: the log of each power-law term's mixture variable at the mixtures `r` [P, n] (CAMEL's log <t_i, r>),
+        the quantities whose trained range bounds where the law's terms were measured (`FitResult.outside_support`:
+        below it a term K_i <t_i, r>^-alpha_i grows without limit); None (the default) for a law without such terms."""
+        return None
+
     def default_polish(self) -> int | None:
         """The Newton polish steps `fit`, `bootstrap` and `calibrate` run when no `FitOptions` are given (None: the
         `FitOptions` default, 300); a law whose starts need more to meet the first-order rule says so here."""

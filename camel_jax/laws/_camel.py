@@ -284,6 +284,11 @@ class CAMEL(AbstractLaw):
             return tied_alpha(self.beta, self.capacity_exponent)
         return self.beta * self.ratio
 
+    def term_variables(self, r: Float[Array, "P n"]) -> Float[Array, "P k"]:
+        """[P, k]: log <t_i, r>, each term's effective intrinsic-domain weight, whose trained range bounds where the
+        terms were measured (`FitResult.outside_support`)."""
+        return safe_log(jnp.asarray(r) @ self.t.T)
+
     def __call__(self, r: Float[Array, "P n"], size: Float[Array, " P"]) -> Float[Array, " P"]:
         log_eta = safe_log(r @ self.t.T)  # [P, k]: effective intrinsic-domain weights <t_i, r>
         log_size = jnp.log(size / self.size_scale)[:, None]

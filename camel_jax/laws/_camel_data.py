@@ -209,6 +209,11 @@ class CAMELData(AbstractLaw):
         assert self.raw_gamma is not None
         return beta_value(self.raw_gamma, None, self.gamma_max)
 
+    def term_variables(self, r: Float[Array, "P n"]) -> Float[Array, "P k"]:
+        """[P, k]: log <t_i, r>, each term's effective intrinsic-domain weight, whose trained range bounds where the
+        terms were measured (`FitResult.outside_support`)."""
+        return safe_log(jnp.asarray(r) @ self.t.T)
+
     def __call__(
         self, r: Float[Array, "P n"], size: Float[Array, " P"], *tokens: Float[Array, " P"]
     ) -> Float[Array, " P"]:

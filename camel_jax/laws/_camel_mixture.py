@@ -160,9 +160,13 @@ class CAMELMixture(AbstractLaw):
         """1 / Kt_i in units of `loss_scale` (0: the log-law limit), Kt_i the coefficient of (eta_i / s_i)^-alpha_i."""
         return self.alpha / self.a
 
+    def term_variables(self, r: Float[Array, "P n"]) -> Float[Array, "P k"]:
+        """[P, k]: log eta_i / s_i = log <w_i / D, r>, each term's variable (finite as s_i -> 0, a detached term)."""
+        return safe_log(jnp.asarray(r) @ (self.profile / self._columns()[None, :]).T)
+
     def __call__(self, r: Float[Array, "P n"]) -> Float[Array, " P"]:
         # [P, k]: log eta_i / s_i = log <w_i / D, r>, finite as s_i -> 0 (the detached limit, see the class)
-        x = safe_log(r @ (self.profile / self._columns()[None, :]).T)
+        x = self.term_variables(r)
         # K (eta^-alpha - 1) = -a x (exp(-alpha x) - 1) / (-alpha x): finite as K -> infinity (the log law -a x)
         terms = -self.a[None, :] * x * exprel(-self.alpha[None, :] * x)
         return self.loss_scale * (self.C1 + jnp.sum(terms, axis=-1))

@@ -309,6 +309,11 @@ def decide_loss(
     if outside and region != "data":
         warnings.warn(f"the pick puts {'; '.join(outside)}: outside what the runs trained on, the law "
                       "extrapolates in mixture", stacklevel=user_stacklevel())  # fmt: skip
+    beyond_terms = _outside_term_support(result, pick)
+    if beyond_terms:  # inside the shares' region, still where a term was never measured
+        outside.append(beyond_terms)
+        warnings.warn(f"the pick puts {beyond_terms}: no verdict of 'improves' rests on it",
+                      stacklevel=user_stacklevel())  # fmt: skip
     problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
     optima, band = _optima_band(found, n, level)
     ref_value = np.nan
@@ -316,6 +321,8 @@ def decide_loss(
     if ref is not None:
         ref_value, decision = _against_reference(result, boot, pick, ref, value, inputs, rest, w, wj, several,
                                                  k_draw, cal, level, min_gain, (d_low, d_high))  # fmt: skip
+    if beyond_terms and decision is not None and decision.verdict == VERDICTS[0]:
+        decision = dataclasses.replace(decision, verdict=VERDICTS[1], reason=f"the pick puts {beyond_terms}")
     recommended = pick if ref is None or decision is None or decision.verdict == VERDICTS[0] else ref
     return LossDecision(
         mixture=pick, value=value, mixture_low=np.asarray(band[0]), mixture_high=np.asarray(band[1]), optima=optima,
@@ -470,6 +477,16 @@ def _region(result: FitResult, n: int, support: Any, lower: Any, upper: Any, ref
         raise ValueError(f"`support` must be 'data', 'simplex' or (lower, upper); got {support!r}") from None
     lo, hi = _bounds(n, given_lo, given_hi, None, None)
     return lo, hi, "given"
+
+
+def _outside_term_support(result: FitResult, r: np.ndarray) -> str:
+    """A phrase when mixture r lies outside the fit's term support (`FitResult.outside_support`: a term variable of
+    the law, CAMEL's <t_i, r>, below a tenth of its smallest trained value, for any target), else ""."""
+    flags = result.outside_support(np.asarray(r, float)[None, :])
+    if flags is None or not np.any(flags):
+        return ""
+    return "a term's mixture variable below a tenth of its smallest value over the runs (the law's power-law terms " \
+           "extrapolate without limit there)"
 
 
 def _outside_trained(r: np.ndarray, low: np.ndarray, high: np.ndarray, names: Sequence[str]) -> list[str]:
