@@ -26,8 +26,11 @@ from ._camel import data_scale, exprel, square_inverse, square_value
 # The default bound on each mixture exponent: tied CAMEL's range, alpha_i = a_i / (1 + a_i) < 1 (Theorem 1's
 # proof), here with alpha_i = 1 a regular point of the coordinates rather than a limit at infinity
 ALPHA_MAX = 1.0
-# alpha below this: the term is its log law -a_i log eta_i to ~1e-8 relative (`CAMELMixture.log_limit_terms`)
-LOG_LIMIT_ALPHA = 1e-8
+# alpha below this: the term is its log law -a_i log eta_i to ~alpha |log eta_i| / 2 relative, 1e-6 for |log eta_i|
+# of order 1 (`CAMELMixture.log_limit_terms`). 1e-8 left a gap: a RegMix Pile-CC term at alpha = 1.55e-8 matched its
+# log law to 1.6e-10 on every trained row, yet its K = Kt s^alpha (Kt = a / alpha) passed 1e6 and a converged fit was
+# reported degenerate (sixth session)
+LOG_LIMIT_ALPHA = 1e-6
 # a term's share below this: detached (`CAMELMixture.detached_terms`)
 DETACHED_SHARE = 1e-8
 # The default bound on each term's slope a_i = Kt_i alpha_i, in units of `loss_scale` (`a_max`; see the class's
@@ -183,9 +186,10 @@ class CAMELMixture(AbstractLaw):
         }
 
     def log_limit_terms(self) -> Array:
-        """Which terms sit in the log-law limit, [k] booleans: alpha_i below 1e-8, where the term equals its log law
-        -a_i log eta_i to about 1e-8 relative and the paper's K_i (infinite) and C (minus infinite) are where the
-        coordinates happened to stop, not estimates: report `log_limit_params` there."""
+        """Which terms sit in the log-law limit, [k] booleans: alpha_i below 1e-6 (`LOG_LIMIT_ALPHA`), where the term
+        equals its log law -a_i log eta_i to about 1e-6 relative and the paper's K_i (huge, or infinite) and C
+        (minus as much) are where the coordinates happened to stop, not estimates: report `log_limit_params`
+        there."""
         return self.alpha < LOG_LIMIT_ALPHA
 
     def detached_terms(self) -> Array:

@@ -309,11 +309,8 @@ def decide_loss(
     if outside and region != "data":
         warnings.warn(f"the pick puts {'; '.join(outside)}: outside what the runs trained on, the law "
                       "extrapolates in mixture", stacklevel=user_stacklevel())  # fmt: skip
-    beyond_terms = _outside_term_support(result, pick)
-    if beyond_terms:  # inside the shares' region, still where a term was never measured
-        outside.append(beyond_terms)
-        warnings.warn(f"the pick puts {beyond_terms}: no verdict of 'improves' rests on it",
-                      stacklevel=user_stacklevel())  # fmt: skip
+    beyond_terms = _outside_term_support(result, pick)  # inside the shares' region, where a term was never measured
+    outside += [beyond_terms] if beyond_terms else []
     problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
     optima, band = _optima_band(found, n, level)
     ref_value = np.nan
@@ -481,12 +478,15 @@ def _region(result: FitResult, n: int, support: Any, lower: Any, upper: Any, ref
 
 def _outside_term_support(result: FitResult, r: np.ndarray) -> str:
     """A phrase when mixture r lies outside the fit's term support (`FitResult.outside_support`: a term variable of
-    the law, CAMEL's <t_i, r>, below a tenth of its smallest trained value, for any target), else ""."""
+    the law, CAMEL's <t_i, r>, below a tenth of its smallest trained value, for any target), warned about; else
+    ""."""
     flags = result.outside_support(np.asarray(r, float)[None, :])
     if flags is None or not np.any(flags):
         return ""
-    return "a term's mixture variable below a tenth of its smallest value over the runs (the law's power-law terms " \
-           "extrapolate without limit there)"
+    phrase = ("a term's mixture variable below a tenth of its smallest value over the runs (the law's power-law "
+              "terms extrapolate without limit there)")  # fmt: skip
+    warnings.warn(f"the pick puts {phrase}: no verdict of 'improves' rests on it", stacklevel=user_stacklevel())
+    return phrase
 
 
 def _outside_trained(r: np.ndarray, low: np.ndarray, high: np.ndarray, names: Sequence[str]) -> list[str]:
