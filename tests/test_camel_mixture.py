@@ -224,6 +224,7 @@ def linear_limit_world(r):
     return 0.6 + 0.09 * (u1 - 1) + 0.075 * (u1**-0.4 - 1) + 0.025 * (u2**-0.6 - 1)
 
 
+@pytest.mark.slow  # a fit of 4 starts to the step cap at XLA's optimization level 0: ~30 s of the CI suite's budget
 def test_a_term_running_to_its_linear_limit_stops_at_the_slope_bound():
     """In that limit a_0 -> infinity (a limit at infinity of the slopes; without a bound, on main, 3 of 4 starts of
     this fit stopped at the step cap, the best among them with a = 25 and the gradient 2.8e-7 against the rule's
@@ -381,7 +382,9 @@ def test_rows_outside_the_term_support_get_no_prediction_and_resamples_outside_t
     assert resample_0[0] > 10 * high[0]
     from camel_jax.mixture._loss_decision import _outside_term_support
 
-    assert _outside_term_support(made, rows[0]) and not _outside_term_support(made, rows[1])  # optimize's check
+    with pytest.warns(UserWarning, match="no verdict of 'improves' rests on it"):
+        assert _outside_term_support(made, rows[0])  # optimize's check
+    assert not _outside_term_support(made, rows[1])
     camel = known_tied_camel()
     np.testing.assert_allclose(camel.term_variables(jnp.asarray(rows[1:, :3] / rows[1:, :3].sum(1, keepdims=True))),
                                np.log(rows[1:, :3] / rows[1:, :3].sum(1, keepdims=True) @ np.asarray(camel.t).T),
