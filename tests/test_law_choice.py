@@ -565,8 +565,8 @@ def test_the_fit_json_names_each_degenerate_target():
 
     from camel_jax.cli.fit import _named_degenerate
 
-    found = {"target 2: K[1]": "at an infinite limit", "target 0: C": "below minus 1e+06 times the targets' scale"}
-    several = SimpleNamespace(n_targets=3, degenerate=lambda: found)
+    found = [{"C": "below minus 1e+06 times the targets' scale"}, {}, {"K[1]": "at an infinite limit"}]
+    several = SimpleNamespace(n_targets=3, degenerate_by_target=lambda: found)
     assert _named_degenerate(several, ["web", "code", "math"]) == {
         "math: K[1]": "at an infinite limit", "web: C": "below minus 1e+06 times the targets' scale"}
     one = SimpleNamespace(n_targets=None, degenerate=lambda: {"C": "not a number"})

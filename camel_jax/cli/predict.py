@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> None:
     out = df.copy()
     names = target_names(args.saved, saved)
     one_column = names is None or which is not None
-    if names is None or which is not None:
+    if names is None or which is not None:  # (spelled out: mypy narrows `names` by it)
         pick = (lambda a: a) if which is None else (lambda a: a[which, np.arange(a.shape[1])])
         for column, values in zip(PREDICTION_COLUMNS, (predicted, lower, upper)):
             out[column] = pick(values)
@@ -324,8 +324,9 @@ def _held_out(out: Any, observed: Any, level: float, calibrated: bool) -> None:
         return
     y = np.asarray(observed, float)
     ok = np.isfinite(y) & (y != 0)
-    unsupported = int(np.sum(ok & ~np.isfinite(out["predicted"].to_numpy(float))))
-    ok &= np.isfinite(out["predicted"].to_numpy(float))
+    predicted = np.isfinite(out["predicted"].to_numpy(float))  # a row outside the fit's support has none
+    unsupported = int(np.sum(ok & ~predicted))
+    ok &= predicted
     if not ok.any():
         return
     p, lo, hi = (out[c].to_numpy(float)[ok] for c in PREDICTION_COLUMNS)

@@ -39,7 +39,7 @@ from ..solver._shard import lane_mesh
 from ._identify import Identifiability, identifiability, paper_params
 from ._residuals import fit_residuals
 from ._student import t_quantile
-from ._support import SUPPORT_FACTOR, support_floor, support_shortfall
+from ._support import SUPPORT_FACTOR, rows_outside
 from ._units import starts_in_data_units
 
 
@@ -278,13 +278,16 @@ class FitResult(eqx.Module):
         (`degenerate_parameters`); {} for a fit whose every parameter is a finite value in its law's range. For a
         fit of several targets the names carry the target (`loss_1: C`)."""
         if self.n_targets is None:
-            return degenerate_parameters(self.law, self.inputs, self.y, self.weights)
-        out: dict[str, str] = {}
-        for t in range(self.n_targets):
-            law = jax.tree.map(lambda leaf: leaf[t], self.law)
-            found = degenerate_parameters(law, self.inputs, self.y[t], self.weights[t])
-            out |= {f"target {t}: {name}": why for name, why in found.items()}
-        return out
+            return self.degenerate_by_target()[0]
+        return {f"target {t}: {name}": why for t, found in enumerate(self.degenerate_by_target())
+                for name, why in found.items()}  # fmt: skip
+
+    def degenerate_by_target(self) -> list[dict[str, str]]:
+        """`degenerate`, one {name: why} per target (a list of one for a fit of one target)."""
+        if self.n_targets is None:
+            return [degenerate_parameters(self.law, self.inputs, self.y, self.weights)]
+        return [degenerate_parameters(jax.tree.map(lambda leaf: leaf[t], self.law), self.inputs, self.y[t],
+                                      self.weights[t]) for t in range(self.n_targets)]  # fmt: skip
 
     def _design_problems(self) -> list[str]:
         """What the design cannot determine (`design_problems`: too few points, sizes or mixtures for the law),
@@ -309,12 +312,7 @@ class FitResult(eqx.Module):
         **Returns**: [P] booleans (or [T, P] for a fit of T targets); None for a law without term variables (log-linear,
         DML, SODM: nothing to flag).
         """
-        batched = self.n_targets is not None
-        floor = support_floor(self.law, self.inputs[0], self.weights, batched)
-        if floor is None:
-            return None
-        shortfall = support_shortfall(self.law, r, floor, batched)
-        return None if shortfall is None else shortfall > factor
+        return rows_outside(self.law, self.inputs[0], self.weights, r, self.n_targets is not None, factor)
 
     def prediction_band(
         self,
@@ -373,12 +371,7 @@ class FitResult(eqx.Module):
             return None
         weights = np.asarray(self.weights, float)
         w = resamples[:, None, :] * weights[None] if weights.ndim == 2 else resamples * weights[None]
-        axes = 1 if self.n_targets is None else 2
-        floor = support_floor(boot.laws, self.inputs[0], w, axes)
-        if floor is None:
-            return None
-        shortfall = support_shortfall(boot.laws, r, floor, axes)
-        return None if shortfall is None else shortfall > SUPPORT_FACTOR
+        return rows_outside(boot.laws, self.inputs[0], w, r, 1 if self.n_targets is None else 2)
 
     def run_scatter(self) -> tuple[np.ndarray | float, int]:
         """The scatter of one run about the best law, from the fit's residuals (on the fit's scale: log(pred / y)

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..laws._base import AbstractLaw
+
 # A row is outside a fit's support when one of its term variables lies below 1 / SUPPORT_FACTOR of that term's
 # smallest value over the fitted rows (weight > 0).
 SUPPORT_FACTOR = 10.0
@@ -25,18 +27,16 @@ SUPPORT_FACTOR = 10.0
 
 def _variables(law: Any, r: Any, batched: bool | int) -> np.ndarray | None:
     """[..., P, m]: `law.term_variables(r)` over the law's leading batch axes (`batched`: True for one, a target
-    axis; an int for that many, e.g. resamples and targets); None for a law without term variables."""
-    r, axes = jnp.asarray(r), int(batched)
-    one = law
-    for _ in range(axes):
-        one = jax.tree.map(lambda leaf: leaf[0], one)
-    if one.term_variables(r[:1]) is None:
+    axis; an int for that many, e.g. resamples and targets); None for a law without term variables (one that keeps
+    `AbstractLaw.term_variables`)."""
+    if type(law).term_variables is AbstractLaw.term_variables:
         return None
+    r = jnp.asarray(r)
 
     def each(law: Any) -> Any:
         return law.term_variables(r)
 
-    for _ in range(axes):
+    for _ in range(int(batched)):
         each = jax.vmap(each)
     return np.asarray(each(law))
 
@@ -81,3 +81,16 @@ def support_shortfall(law: Any, r: Any, floor: Any, batched: bool | int = False)
         return None
     gap = np.max(np.asarray(floor)[..., None, :] - v, axis=-1)
     return np.exp(np.clip(gap, -700.0, 700.0))
+
+
+def rows_outside(
+    law: Any, trained: Any, weights: Any, r: Any, batched: bool | int = False, factor: float = SUPPORT_FACTOR
+) -> np.ndarray | None:
+    """Which mixtures `r` lie outside the support of `law` fitted on the mixtures `trained` with `weights`: a term
+    variable below 1 / `factor` of its smallest value over the fitted rows (`support_floor`, `support_shortfall`).
+
+    **Returns**: [P] booleans (or [..., P] over the law's batch axes); None for a law without term variables.
+    """
+    floor = support_floor(law, trained, weights, batched)
+    shortfall = None if floor is None else support_shortfall(law, r, floor, batched)
+    return None if shortfall is None else np.asarray(shortfall > factor)
