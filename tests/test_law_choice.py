@@ -235,8 +235,9 @@ class _FakeFit:
     def __init__(self, status, degenerate=()):
         self.best_status, self.n_targets, self._degenerate = np.asarray(status), len(status), degenerate
 
-    def degenerate(self):
-        return {f"target {t}: E": "below minus 1e+06 times the targets' scale" for t in self._degenerate}
+    def degenerate_by_target(self):
+        return [{"E": "below minus 1e+06 times the targets' scale"} if t in self._degenerate else {}
+                for t in range(self.n_targets)]  # fmt: skip
 
 
 def test_auto_replaces_a_pick_unconverged_or_degenerate_on_a_quarter_of_the_targets(tmp_path, capsys, monkeypatch):

@@ -133,10 +133,11 @@ def target_failures(result: Any) -> tuple[np.ndarray, np.ndarray, dict[str, str]
     unconverged = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        degenerate = result.degenerate()
-    failed = unconverged.copy()
-    for element in degenerate:  # "target {t}: {parameter}" for several targets
-        failed[int(element.split(":", 1)[0].split()[1]) if result.n_targets is not None else 0] = True
+        by_target = result.degenerate_by_target()
+    several = result.n_targets is not None
+    degenerate = {(f"target {t}: {name}" if several else name): why
+                  for t, found in enumerate(by_target) for name, why in found.items()}  # fmt: skip
+    failed = unconverged | np.array([bool(found) for found in by_target])
     return unconverged, failed, degenerate
 
 
