@@ -160,6 +160,16 @@ def test_the_cli_prints_the_finite_coordinates_and_no_infinity(capsys):
     assert "G: [247.4, degenerate (infinite in the log-law limit)]" in text
     assert "data terms [1] are in their log-law limit" in text and "reference size M0 = 1e+08" in text
     assert "  h: [0.1 , 0.16]" in text and "  b: [0.24, 0.6 ]" in text and "  gamma: [0.3, 0. ]" in text
+    # a term switched off (b_1 = 0: K_1 = 0, kappa_1 = 1 / K_1 infinite) is said in words, never printed as a number
+    off = law_at([0.0, 0.4], [0.3, 0.0], b=[0.12, 0.0])
+    result, y = _fit_stand_in(off, r, M, D)
+    out = {"params": {k: np.asarray(v).tolist() for k, v in off.params().items()}, "summary": {"not_identified": []},
+           "degenerate": degenerate_parameters(off, (r, M, D), y, np.ones(len(y)))}  # fmt: skip
+    _log_limit(result, None, out)
+    _print_params(out)
+    text = capsys.readouterr().out
+    assert_no_degenerate_numbers(text)
+    assert "  kappa: [0, term off (K_1 below 1e-6)]" in text
 
 
 def test_a_fit_of_several_targets_names_each_target_s_terms_in_the_limit():

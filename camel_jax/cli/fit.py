@@ -679,22 +679,19 @@ def _log_limit(result: Any, boot: Any, out: dict[str, Any]) -> None:
     finite["kappa"] = np.where(terms, 0.0, finite["kappa"])  # 1 / K_i: zero at the limit (a boundary, not a guess)
     if "nu" in finite:
         finite["nu"] = np.where(data, 0.0, finite["nu"])  # 1 / G_i, likewise
-    limit: dict[str, Any] = {}
-    at_boundary = set()
     if result.n_targets is None:
-        at_boundary = {f"kappa[{i}]" for i in np.flatnonzero(terms)} | {f"nu[{i}]" for i in np.flatnonzero(data)}
-        limit["terms"] = np.flatnonzero(terms).tolist()
-        if hasattr(law, "log_limit_data_terms"):
-            limit["data_terms"] = np.flatnonzero(data).tolist()
-        limit["params"] = {k: v.tolist() for k, v in finite.items()}
+        named = {"terms": np.flatnonzero(terms).tolist(), "data_terms": np.flatnonzero(data).tolist()}
+    else:
+        named = {kind: {name: np.flatnonzero(row).tolist() for name, row in zip(out["targets"], rows) if row.any()}
+                 for kind, rows in (("terms", terms), ("data_terms", data))}  # fmt: skip
+    if not hasattr(law, "log_limit_data_terms"):
+        del named["data_terms"]
+    limit: dict[str, Any] = named | {"params": {k: v.tolist() for k, v in finite.items()}}
+    # (one target) 1 / K_i, 1 / G_i of the terms in the limit: 0, a boundary, whose identifiability means nothing
+    at_boundary = {f"kappa[{i}]" for i in np.flatnonzero(terms)} | {f"nu[{i}]" for i in np.flatnonzero(data)}
+    if result.n_targets is None:
         free = result.identifiability(coordinates=coordinates).not_identified
         limit["not_identified"] = [name for name in free if name not in at_boundary]
-    else:
-        names = out["targets"]
-        limit["terms"] = {name: np.flatnonzero(row).tolist() for name, row in zip(names, terms) if row.any()}
-        if hasattr(law, "log_limit_data_terms"):
-            limit["data_terms"] = {name: np.flatnonzero(row).tolist() for name, row in zip(names, data) if row.any()}
-        limit["params"] = {k: v.tolist() for k, v in finite.items()}
     if boot is not None:
         limit["intervals_95"] = {
             k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()]
@@ -830,13 +827,27 @@ def _print_params(out: dict[str, Any]) -> None:
         where = [f"{text} = {_short(limit['params'][key])}" for key, text in names.items() if key in limit["params"]]
         print("  finite coordinates" + (f" (reference {', '.join(where)})" if where else "") + ":")
         finite = {k: v for k, v in limit["params"].items() if not k.startswith("reference_")}
-        _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]), degenerate)
+        _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]), degenerate, _off(finite))
     outside = out.get("outside_interval", []) if limit is None else limit.get("outside_interval", [])
     outside = [name for name in outside if name not in fixed]
     if detached is not None:
         outside += _print_detached(detached, degenerate)
     if outside:
         print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
+
+
+def _off(finite: dict[str, Any]) -> dict[str, str]:
+    """The inverse amplitudes kappa_i = 1 / K_i and nu_i = 1 / G_i (at the reference point) of terms switched off
+    (K_i or G_i below 1e-6 in the loss's units, b_i or h_i 0 to working precision): another regular point of the
+    coordinates, where the inverse is huge or infinite; printed in words, never as that number."""
+    from ..fitting._fit import ESTIMATE_LIMIT
+
+    out = {}
+    for name, amplitude in (("kappa", "K"), ("nu", "G")):
+        values = np.ravel(np.asarray(finite.get(name, []), dtype=float))
+        out |= {f"{name}[{i}]": f"term off ({amplitude}_{i} below 1e-6)" for i, v in enumerate(values)
+                if not abs(v) <= ESTIMATE_LIMIT}  # fmt: skip
+    return out
 
 
 def _short(value: Any) -> str:

@@ -152,7 +152,9 @@ class CAMELData(AbstractLaw):
     <t_i, c>^gamma_i into G_i). The data term's own exponents are bounded, gamma = `gamma_max` sin(raw)^2 (default
     3; None: raw^2, no bound). `loss_scale` s_L, `size_scale` s_M (the tied law: the smallest size, as `CAMEL`'s),
     `tokens_scale` s_D and `mixture_center` c are static units, set from the data by `fit` (`with_data_scales`).
-    `beta_max` bounds beta as `CAMEL`'s does (opt-in).
+    `beta_max` bounds beta as `CAMEL`'s does (opt-in). In a log-law limit the paper's K_i (G_i) is infinite and C
+    minus infinite: `log_limit_terms` and `log_limit_data_terms` say which terms are there, `log_limit_params` gives
+    the finite coordinates.
 
     Measured (issue 29; tied, k=3, no tokens, 32 default starts on the paper's 66-run design, 11 worlds): shares
     from the origin and gamma unbounded, 4% of the starts converged (0-19%), and the fits ran along valleys to a
