@@ -679,6 +679,7 @@ def _log_limit(result: Any, boot: Any, out: dict[str, Any]) -> None:
     finite["kappa"] = np.where(terms, 0.0, finite["kappa"])  # 1 / K_i: zero at the limit (a boundary, not a guess)
     if "nu" in finite:
         finite["nu"] = np.where(data, 0.0, finite["nu"])  # 1 / G_i, likewise
+    named: dict[str, Any]
     if result.n_targets is None:
         named = {"terms": np.flatnonzero(terms).tolist(), "data_terms": np.flatnonzero(data).tolist()}
     else:
@@ -842,7 +843,7 @@ def _off(finite: dict[str, Any]) -> dict[str, str]:
     coordinates, where the inverse is huge or infinite; printed in words, never as that number."""
     from ..fitting._fit import ESTIMATE_LIMIT
 
-    out = {}
+    out: dict[str, str] = {}
     for name, amplitude in (("kappa", "K"), ("nu", "G")):
         values = np.ravel(np.asarray(finite.get(name, []), dtype=float))
         out |= {f"{name}[{i}]": f"term off ({amplitude}_{i} below 1e-6)" for i, v in enumerate(values)

@@ -353,8 +353,8 @@ class CAMELData(AbstractLaw):
             fields["root_h"] = jnp.sqrt(ratio * h * jnp.exp(-gamma * delta_y))
         if self.d_tilt is not None:
             fields["d_tilt"] = ratio * self.d_tilt
-        changed = dict(loss_scale=loss_scale, size_scale=size_scale, tokens_scale=tokens_scale, mixture_center=center)
-        return dataclasses.replace(self, **fields, C1=ratio * level, **changed)
+        fields |= dict(loss_scale=loss_scale, size_scale=size_scale, tokens_scale=tokens_scale, mixture_center=center)
+        return dataclasses.replace(self, **fields, C1=ratio * level)
 
     @classmethod
     def from_params(
