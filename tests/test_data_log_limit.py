@@ -80,12 +80,13 @@ def test_the_log_law_limit_is_the_numpy_log_law_and_its_finite_coordinates():
     assert float(at[0]) == pytest.approx(float(finite["C1"]), rel=1e-14)
 
 
-def test_just_below_the_threshold_a_term_is_its_log_law_over_the_trained_range():
-    """The threshold: at exponents just under 1e-6 each term differs from its log law by about u / 2 relative, u =
+def test_below_1e_6_a_term_is_its_log_law_over_the_trained_range_and_not_degenerate():
+    """The threshold: at exponents under 1e-6 each term differs from its log law by about u / 2 relative, u =
     beta |z| (|z| <= 3 here: sizes 5e7-1e9, tokens 5e9-5e10), far below any fit's noise; its K (G) is already beyond
     1e6 (b, h of order 1), the gap that CAMEL's 1e-8 would leave."""
     r, M, D = runs()
-    small = 0.9 * LOG_LIMIT_EXPONENT
+    small = 5e-7  # in the gap CAMEL's 1e-8 would leave: K_0 = b_0 / small = 3e6
+    assert small < LOG_LIMIT_EXPONENT
     law = law_at([small, 0.4], [0.3, small], b=[1.5, 0.3], h=[0.05, 1.2])
     assert np.asarray(law.log_limit_terms()).tolist() == [True, False]
     assert np.asarray(law.log_limit_data_terms()).tolist() == [False, True]
