@@ -661,33 +661,48 @@ def _mixture_labels(r: np.ndarray, groups: np.ndarray, names: list[str], shown: 
 
 
 def _log_limit(result: Any, boot: Any, out: dict[str, Any]) -> None:
-    """For a CAMEL fit with terms in the log-law limit (beta_i = 0 to working precision), where the paper's C and
-    K_i are infinite and their printed values are where the coordinates stopped: the law's finite coordinates
-    (`log_limit_params`), with their bootstrap intervals and what the data leave free, into `out["log_limit"]`."""
+    """For a fit with terms in the log-law limit (CAMEL's beta_i, camel-mixture's alpha_i, CAMELData's beta_i or
+    gamma_i = 0 to working precision), where the paper's C and K_i (G_i) are infinite and their printed values are
+    where the coordinates stopped: the law's finite coordinates (`log_limit_params`), with their bootstrap intervals
+    and what the data leave free, into `out["log_limit"]`: "terms" (capacity terms) and, for CAMELData,
+    "data_terms", each a list, or {target: list} for a fit of several targets (whose per-target identifiability is
+    not computed)."""
     law = result.law
-    if not hasattr(law, "log_limit_terms") or result.n_targets is not None:
+    if not hasattr(law, "log_limit_terms"):
         return
     terms = np.asarray(law.log_limit_terms())
-    if not terms.any():
+    data = np.asarray(law.log_limit_data_terms()) if hasattr(law, "log_limit_data_terms") else np.zeros_like(terms)
+    if not (terms.any() or data.any()):
         return
     coordinates = type(law).log_limit_params
     finite = {k: np.asarray(v) for k, v in law.log_limit_params().items()}
     finite["kappa"] = np.where(terms, 0.0, finite["kappa"])  # 1 / K_i: zero at the limit (a boundary, not a guess)
-    at_boundary = {f"kappa[{i}]" for i in np.flatnonzero(terms)}
-    free = [name for name in result.identifiability(coordinates=coordinates).not_identified if name not in at_boundary]
-    limit: dict[str, Any] = {
-        "terms": np.flatnonzero(terms).tolist(),
-        "params": {k: v.tolist() for k, v in finite.items()},
-        "not_identified": free,
-    }
+    if "nu" in finite:
+        finite["nu"] = np.where(data, 0.0, finite["nu"])  # 1 / G_i, likewise
+    named: dict[str, Any]
+    if result.n_targets is None:
+        named = {"terms": np.flatnonzero(terms).tolist(), "data_terms": np.flatnonzero(data).tolist()}
+    else:
+        named = {kind: {name: np.flatnonzero(row).tolist() for name, row in zip(out["targets"], rows) if row.any()}
+                 for kind, rows in (("terms", terms), ("data_terms", data))}  # fmt: skip
+    if not hasattr(law, "log_limit_data_terms"):
+        del named["data_terms"]
+    limit: dict[str, Any] = named | {"params": {k: v.tolist() for k, v in finite.items()}}
+    # (one target) 1 / K_i, 1 / G_i of the terms in the limit: 0, a boundary, whose identifiability means nothing
+    at_boundary = {f"kappa[{i}]" for i in np.flatnonzero(terms)} | {f"nu[{i}]" for i in np.flatnonzero(data)}
+    if result.n_targets is None:
+        free = result.identifiability(coordinates=coordinates).not_identified
+        limit["not_identified"] = [name for name in free if name not in at_boundary]
     if boot is not None:
         limit["intervals_95"] = {
             k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()]
             for k, (lo, hi) in boot.interval(0.95, coordinates=coordinates).items()
-            if k != "reference_size"
+            if not k.startswith("reference_")
         }
-        outside = _outside({k: v for k, v in limit["params"].items() if k != "reference_size"}, limit["intervals_95"])
-        limit["outside_interval"] = [name for name in outside if name not in at_boundary]
+        if result.n_targets is None:
+            shown = {k: v for k, v in limit["params"].items() if not k.startswith("reference_")}
+            limit["outside_interval"] = [name for name in _outside(shown, limit["intervals_95"])
+                                         if name not in at_boundary]  # fmt: skip
     out["log_limit"] = limit
 
 
@@ -762,6 +777,14 @@ def _print_targets(out: dict[str, Any], boot: Any) -> None:
         print(f"  {name}: terms {terms} are detached (share 0 to working precision: no share of any dataset); their "
               "K_i and row t_i are 0 in that limit, not estimates: their finite coordinates (Kt, alpha, profile, D) "
               "are the .json's \"detached\"")  # fmt: skip
+    limit = out.get("log_limit", {})
+    for name in out["targets"]:
+        terms, data = limit.get("terms", {}).get(name, []), limit.get("data_terms", {}).get(name, [])
+        if terms or data:
+            which = " and ".join(f"{kind} {found}" for kind, found in (("terms", terms), ("data terms", data)) if found)
+            print(f"  {name}: {which} are in their log-law limit (exponent 0 to working precision): their K_i (G_i) "
+                  "are infinite and C minus infinite there, not estimates: their finite coordinates are the .json's "
+                  '"log_limit"')  # fmt: skip
     print("  parameters and 95% intervals of each target: in the .json")
 
 
@@ -785,24 +808,8 @@ def _print_params(out: dict[str, Any]) -> None:
     limit = out.get("log_limit")
     params, intervals, free = out["params"], out.get("intervals_95", {}), set(out["summary"]["not_identified"])
     if limit is not None:
-        terms = limit["terms"]
-        size = "beta" in params  # CAMELMixture (one size): alpha_i = 0 is its log law, -a_i log <t_i, r>
-        print(
-            f"  terms {terms} are in the law's log-law limit ({'beta_i' if size else 'alpha_i'} = 0 to working "
-            f"precision): each is {'-[b_i log(M / M0) + a_i log <t_i, r>]' if size else '-a_i log <t_i, r>'}, a form "
-            "in which the paper's K_i are infinite and C minus infinite; printed as such below, with the law's "
-            "finite coordinates (L = C1 + the terms) after them"
-        )
-        params = dict(params)
-        at_limit = np.isin(np.arange(len(params["K"])), terms)
-        if size:
-            params["beta"] = np.where(at_limit, 0.0, params["beta"])
-        params["alpha"] = np.where(at_limit, 0.0, params["alpha"])
-        infinite = {"C", *(f"{n}[{i}]" for n in ("K", "alpha", "beta") for i in terms)}
-        intervals = {k: v for k, v in intervals.items() if k not in ("C", "K", "alpha", "beta")}
+        params, intervals, limits, infinite = _log_limit_header(limit, dict(params), intervals)
         free -= infinite
-        limits = {"C": "minus infinite in the log-law limit"}
-        limits |= {f"K[{i}]": "infinite in the log-law limit" for i in terms}
     else:
         limits = {}
     detached = out.get("detached")
@@ -817,16 +824,77 @@ def _print_params(out: dict[str, Any]) -> None:
             + f"{' ...' if len(degenerate) > 4 else ''}); {out.get('degenerate_advice', '')}"
         )
     if limit is not None:
-        reference = limit["params"].get("reference_size")
-        print(f"  finite coordinates{'' if reference is None else f' (reference size M0 = {reference:.4g})'}:")
-        finite = {k: v for k, v in limit["params"].items() if k != "reference_size"}
-        _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]))
+        names = {"reference_size": "size M0", "reference_tokens": "tokens D0", "reference_mixture": "mixture c"}
+        where = [f"{text} = {_short(limit['params'][key])}" for key, text in names.items() if key in limit["params"]]
+        print("  finite coordinates" + (f" (reference {', '.join(where)})" if where else "") + ":")
+        finite = {k: v for k, v in limit["params"].items() if not k.startswith("reference_")}
+        _print_block(finite, limit.get("intervals_95", {}), set(limit["not_identified"]), degenerate, _off(finite))
     outside = out.get("outside_interval", []) if limit is None else limit.get("outside_interval", [])
     outside = [name for name in outside if name not in fixed]
     if detached is not None:
         outside += _print_detached(detached, degenerate)
     if outside:
         print(f"  warning: point estimate outside its own interval for {', '.join(outside)}")
+
+
+def _off(finite: dict[str, Any]) -> dict[str, str]:
+    """The inverse amplitudes kappa_i = 1 / K_i and nu_i = 1 / G_i (at the reference point) of terms switched off
+    (K_i or G_i below 1e-6 in the loss's units, b_i or h_i 0 to working precision): another regular point of the
+    coordinates, where the inverse is huge or infinite; printed in words, never as that number."""
+    from ..fitting._fit import ESTIMATE_LIMIT
+
+    out: dict[str, str] = {}
+    for name, amplitude in (("kappa", "K"), ("nu", "G")):
+        values = np.ravel(np.asarray(finite.get(name, []), dtype=float))
+        out |= {f"{name}[{i}]": f"term off ({amplitude}_{i} below 1e-6)" for i, v in enumerate(values)
+                if not abs(v) <= ESTIMATE_LIMIT}  # fmt: skip
+    return out
+
+
+def _short(value: Any) -> str:
+    """A reference point's value, as the finite coordinates' header prints it (4 significant digits)."""
+    array = np.asarray(value, dtype=float)
+    return f"{float(array):.4g}" if array.ndim == 0 else "[" + ", ".join(f"{v:.4g}" for v in array.ravel()) + "]"
+
+
+def _log_limit_header(
+    limit: dict[str, Any], params: dict[str, Any], intervals: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], set[str]]:
+    """The lines that say which terms are in their log-law limit (capacity terms: beta_i, or camel-mixture's
+    alpha_i, = 0; CAMELData's data terms: gamma_i = 0), and what `_print_block` prints there: their exponents 0,
+    K_i (G_i) infinite and C minus infinite, never the numbers the coordinates stopped at. Returns (the parameters
+    with those exponents at 0, the intervals without the parameters of the limit, {element: text}, the elements
+    whose identifiability means nothing there)."""
+    terms, data_terms = limit["terms"], limit.get("data_terms", [])
+    size = "beta" in params  # CAMELMixture (one size): alpha_i = 0 is its log law, -a_i log <t_i, r>
+    eta = "<t_i, r> / eta0_i" if "reference_mixture" in limit["params"] else "<t_i, r>"
+    if terms:
+        print(
+            f"  terms {terms} are in the law's log-law limit ({'beta_i' if size else 'alpha_i'} = 0 to working "
+            f"precision): each is {f'-[b_i log(M / M0) + a_i log({eta})]' if size else '-a_i log <t_i, r>'}, a form "
+            "in which the paper's K_i are infinite and C minus infinite; printed as such below, with the law's "
+            "finite coordinates (L = C1 + the terms) after them"
+        )
+    if data_terms:
+        form = f"log({eta}) + log(D / D0)" if "reference_tokens" in limit["params"] else f"log({eta})"
+        print(
+            f"  data terms {data_terms} are in their log-law limit (gamma_i = 0 to working precision): each is "
+            f"-h_i [{form}], a form in which the paper's G_i are infinite and C minus infinite; printed as such "
+            "below, with the law's finite coordinates (L = C1 + the terms) after them"
+        )
+    at_limit = np.isin(np.arange(len(params["K"])), terms)
+    if size:
+        params["beta"] = np.where(at_limit, 0.0, params["beta"])
+    params["alpha"] = np.where(at_limit, 0.0, params["alpha"])
+    infinite = {"C", *(f"{n}[{i}]" for n in ("K", "alpha", "beta") for i in terms)}
+    limits = {"C": "minus infinite in the log-law limit"} | {f"K[{i}]": "infinite in the log-law limit" for i in terms}
+    dropped = {"C", "K", "alpha", "beta"} if terms else {"C"}
+    if data_terms:
+        params["gamma"] = np.where(np.isin(np.arange(len(params["G"])), data_terms), 0.0, params["gamma"])
+        infinite |= {f"{n}[{i}]" for n in ("G", "gamma") for i in data_terms}
+        limits |= {f"G[{i}]": "infinite in the log-law limit" for i in data_terms}
+        dropped |= {"G", "gamma"}
+    return params, {k: v for k, v in intervals.items() if k not in dropped}, limits, infinite
 
 
 def _detached_header(terms: list[int], params: dict[str, Any], limits: dict[str, str]) -> dict[str, str]:

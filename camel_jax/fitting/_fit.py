@@ -471,16 +471,19 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
     size or tokens exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4`
     between sizes a factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law
     limit are not flagged: their K (infinite) and C are stand-ins for the law's finite coordinates
-    (`CAMEL.log_limit_params`). Nor are a detached term's K_i and row t_i (`CAMELMixture.detached_terms`: share 0, a
-    regular point of the coordinates and a legitimate optimum, where both are 0): `camel-jax fit` reports the term
-    by its finite coordinates (`CAMELMixture.detached_params`), whose coefficient Kt_i is checked instead (`Kt[i]`).
+    (`CAMEL.log_limit_params`), which are checked instead (a slope `b[i]` beyond `ESTIMATE_LIMIT`, a level `C1`
+    beyond `LEVEL_LIMIT`, times the targets' scale); CAMELData's data terms alike (`G[i]`,
+    `CAMELData.log_limit_data_terms`, slope `h[i]`). Nor are a detached term's K_i and row t_i
+    (`CAMELMixture.detached_terms`: share 0, a regular point of the coordinates and a legitimate optimum, where
+    both are 0): `camel-jax fit` reports the term by its finite coordinates (`CAMELMixture.detached_params`), whose
+    coefficient Kt_i is checked instead (`Kt[i]`).
 
     **Arguments**:
 
     - `law`: the law (unbatched); `inputs`: the fitted inputs; `y`, `weights`: the targets [P] and weights [P].
 
-    **Returns**: {element name (`K[1]`, `C`): why, in a few words}, in `params()` order (a detached term's `Kt[i]`
-    last).
+    **Returns**: {element name (`K[1]`, `C`): why, in a few words}, in `params()` order (a detached term's `Kt[i]`,
+    then a log-law limit's `b[i]`, `h[i]`, `C1`, last).
     """
     from ._identify import element_names
 
@@ -490,10 +493,9 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
     y = np.asarray(y, dtype=float)
     scale = float(np.exp(np.mean(np.log(np.abs(y[w & (y != 0)]))))) if np.any(w & (y != 0)) else 1.0
     excused: set[str] = set()
-    if hasattr(law, "log_limit_terms"):
-        terms = np.flatnonzero(np.asarray(law.log_limit_terms()))
-        if terms.size:
-            excused = {"C", *(f"K[{i}]" for i in terms)}
+    terms, data_terms = _log_limit_terms(law)
+    if terms.size or data_terms.size:
+        excused = {"C", *(f"K[{i}]" for i in terms), *(f"G[{i}]" for i in data_terms)}
     log_limit, detached = set(excused), _detached_terms(law)
     if detached:
         n = int(np.shape(law.params()["t"])[-1])
@@ -531,6 +533,37 @@ def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any)
             if not np.isfinite(coefficient) or abs(coefficient) > ESTIMATE_LIMIT:
                 out[f"Kt[{i}]"] = (f"beyond {ESTIMATE_LIMIT:.0e} in absolute value (the coefficient of a detached "
                                    "term, a value the solver ran to)")  # fmt: skip
+        if excused:
+            out |= _log_limit_runaways(law, terms, data_terms, scale)
+    return out
+
+
+def _log_limit_terms(law: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(the capacity terms, the data terms) of a law in their log-law limit (`CAMEL.log_limit_terms`,
+    `CAMELData.log_limit_data_terms`), as indices; empty for a law without that limit."""
+    none = np.zeros(0, dtype=int)
+    terms = np.flatnonzero(np.asarray(law.log_limit_terms())) if hasattr(law, "log_limit_terms") else none
+    data = np.flatnonzero(np.asarray(law.log_limit_data_terms())) if hasattr(law, "log_limit_data_terms") else none
+    return terms, data
+
+
+def _log_limit_runaways(law: Any, terms: np.ndarray, data_terms: np.ndarray, scale: float) -> dict[str, str]:
+    """The finite coordinates that stand for the excused K_i, G_i and C of terms in the log-law limit
+    (`log_limit_params`), checked as those would be: a term's slope (`b`, or CAMELMixture's `a`; a data term's `h`)
+    beyond `ESTIMATE_LIMIT` times the targets' scale, or a level `C1` beyond `LEVEL_LIMIT` times it, is a value the
+    solver ran to."""
+    finite = {k: np.asarray(v, dtype=float) for k, v in law.log_limit_params().items()}
+    slope = "b" if "b" in finite else "a"
+    checked = [(f"{slope}[{i}]", finite[slope][i]) for i in terms]
+    checked += [(f"h[{i}]", finite["h"][i]) for i in data_terms if "h" in finite]
+    out = {}
+    for name, value in checked:
+        if not abs(value) <= ESTIMATE_LIMIT * scale:
+            out[name] = (f"beyond {ESTIMATE_LIMIT:.0e} times the targets' scale (the slope of a term in the log-law "
+                         "limit, a value the solver ran to)")  # fmt: skip
+    level = finite.get("C1")
+    if level is not None and not abs(float(level)) <= LEVEL_LIMIT * scale:
+        out["C1"] = f"beyond {LEVEL_LIMIT:.0e} times the targets' scale (a log-law limit's level the solver ran to)"
     return out
 
 
@@ -538,7 +571,8 @@ def _params_in_data_units(law: Any, inputs: Sequence[Any], y: Any) -> dict[str, 
     """`law.params()` of the same function with loss, sizes and tokens measured in the units a fit on these data
     sets (`data_units`; coefficients free of the inputs' units): the law re-expressed in those units (`in_units`)
     and read with its units at the class defaults. The law's own `params()` when it declares no units or cannot be
-    re-expressed (a parameter at an infinite limit)."""
+    re-expressed (a parameter at an infinite limit; CAMELData and CAMELMixture move their own coordinates, exactly
+    in the log-law limit too)."""
     from ._units import data_units
 
     units = data_units(law, inputs, y)

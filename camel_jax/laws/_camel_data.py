@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
@@ -26,6 +27,7 @@ from ._camel import (
     CAPACITY_EXPONENT,
     beta_inverse,
     beta_value,
+    box_cox_term,
     data_scale,
     exprel,
     resolve_beta_max,
@@ -44,6 +46,13 @@ DATA_TERMS = ("domains", "linear")
 # of a design near one reference mixture end in a spike, gamma_i -> infinity with G_i -> 0 (a term that fits one
 # mixture), at infinity; within it they stop, and extrapolate better (see the class docstring).
 GAMMA_MAX = 3.0
+# An exponent (a capacity term's beta_i, a data term's gamma_i) below this: the term is its log law to about u / 2
+# relative, u = beta_i |z| (gamma_i |y|), 5e-6 for |z| <= 10 (sizes or tokens spanning e^10, 22,000-fold, beyond
+# any table's trained range), and the paper's K_i (G_i) >= 1e6 b_i (h_i) and C are where the coordinates stopped,
+# not estimates (`CAMELData.log_limit_terms`). 1e-6, as `CAMELMixture`'s LOG_LIMIT_ALPHA (CAMEL's 1e-8 left a gap
+# there: a converged term at 1.55e-8 had K beyond 1e6); tied CAMELData's fits of 5Mix's 22 losses (issue 56) stopped
+# at exponents of 0 to 7e-15 (23 terms) or above 6.6e-4, none between.
+LOG_LIMIT_EXPONENT = 1e-6
 
 
 def resolve_gamma_max(gamma_max: Any, own_exponents: bool) -> float | None:
@@ -143,7 +152,9 @@ class CAMELData(AbstractLaw):
     <t_i, c>^gamma_i into G_i). The data term's own exponents are bounded, gamma = `gamma_max` sin(raw)^2 (default
     3; None: raw^2, no bound). `loss_scale` s_L, `size_scale` s_M (the tied law: the smallest size, as `CAMEL`'s),
     `tokens_scale` s_D and `mixture_center` c are static units, set from the data by `fit` (`with_data_scales`).
-    `beta_max` bounds beta as `CAMEL`'s does (opt-in).
+    `beta_max` bounds beta as `CAMEL`'s does (opt-in). In a log-law limit the paper's K_i (G_i) is infinite and C
+    minus infinite: `log_limit_terms` and `log_limit_data_terms` say which terms are there, `log_limit_params` gives
+    the finite coordinates.
 
     Measured (issue 29; tied, k=3, no tokens, 32 default starts on the paper's 66-run design, 11 worlds): shares
     from the origin and gamma unbounded, 4% of the starts converged (0-19%), and the fits ran along valleys to a
@@ -257,6 +268,93 @@ class CAMELData(AbstractLaw):
             return capacity | {"d": self.loss_scale * self.d}
         log_D = jnp.log(self.tokens_scale) if self.tokens else 0.0
         return capacity | {"G": self.loss_scale * G * jnp.exp(self.gamma * (log_D + log_c)), "gamma": self.gamma}
+
+    def log_limit_terms(self) -> Array:
+        """Which capacity terms sit in their log-law limit: beta_i below `LOG_LIMIT_EXPONENT` (1e-6), where the term
+        equals its log law -b_i [g_i log(eta_i / eta0_i) + log(M / M0)] to about beta_i |z| / 2 relative over the
+        trained range, and the paper's K_i (>= 1e6 b_i, or infinite) and C (minus as much) are where the
+        coordinates stopped, not estimates: report `log_limit_params` there. The data terms' limit is
+        `log_limit_data_terms`.
+
+        **Returns**: [k] booleans (with the law's batch axes).
+        """
+        return self.beta < LOG_LIMIT_EXPONENT
+
+    def log_limit_data_terms(self) -> Array:
+        """Which data terms sit in their log-law limit: gamma_i below `LOG_LIMIT_EXPONENT` (1e-6), where the term
+        equals its log law -h_i [log(eta_i / eta0_i) + log(D / D0)] (without tokens: -h_i log(eta_i / eta0_i)) and
+        the paper's G_i (>= 1e6 h_i, or infinite) and C are where the coordinates stopped, not estimates. None is,
+        for the "linear" data term (no exponent).
+
+        **Returns**: [k] booleans (with the law's batch axes).
+        """
+        if self.root_h is None:
+            return jnp.zeros(self.root_b.shape, bool)
+        return self.gamma < LOG_LIMIT_EXPONENT
+
+    def log_limit_params(self) -> dict[str, Array]:
+        """The finite coordinates that stand for the paper's K, G and C, in the user's units of loss, measured at the
+        reference point (size M0 = `size_scale`, tokens D0 = `tokens_scale`, mixture c = `mixture_center`, eta0_i =
+        <t_i, c>; eta0_i = 1 without a center):
+
+        - `b` [k]: b_i = K_i beta_i, the capacity term's log-law coefficient of log(M / M0);
+        - `a` [k]: a_i = b_i alpha_i / beta_i, its coefficient of log(eta_i / eta0_i);
+        - `kappa` [k]: beta_i / b_i, 1 / the capacity term's amplitude at the reference point (0 in the limit);
+        - `h` [k] and `nu` [k] ("domains" data term): h_i = G_i gamma_i, its log-law coefficient of
+          log(eta_i / eta0_i) + log(D / D0), and nu_i = gamma_i / h_i, 1 / its amplitude at the reference point;
+        - `C1`: the loss at the reference point (C + sum_i K_i + sum_i G_i there; the "linear" data term:
+          C + mean(d) + sum_i K_i, the level of s_L e . r);
+        - `reference_size`, and `reference_tokens` (tokens=True) and `reference_mixture` [n] (with a center).
+
+        **Returns**: {name: array}, with the law's batch axes.
+        """
+        scale, b, beta = self.loss_scale, self.root_b * self.root_b, self.beta
+        out = {"a": scale * b * self.ratio, "b": scale * b, "kappa": beta / b / scale}
+        if self.root_h is not None:
+            h = self.root_h * self.root_h
+            out |= {"h": scale * h, "nu": self.gamma / h / scale}
+        out |= {"C1": scale * self.C1, "reference_size": jnp.asarray(self.size_scale)}
+        if self.tokens:
+            out["reference_tokens"] = jnp.asarray(self.tokens_scale)
+        if self.mixture_center is not None:
+            out["reference_mixture"] = jnp.asarray(self.mixture_center)
+        return out
+
+    def in_units(self, **units: Any) -> CAMELData:
+        """The same function (batch axes kept) stored in other units (`UNITS`: `loss_scale`, `size_scale`,
+        `tokens_scale`, `mixture_center`), moved in the law's own coordinates, so that a term in its log-law limit
+        (K_i or G_i infinite) or switched off (b_i = 0) moves exactly too: a new reference point shifts each term's
+        variable by a constant delta, b_i (exp(-beta_i z) - 1) / beta_i with z = z' + delta is b'_i (exp(-beta_i z')
+        - 1) / beta_i, b'_i = b_i exp(-beta_i delta), plus a constant that joins the level (the data terms alike).
+
+        **Arguments**:
+
+        - `units`: the new values of some of `loss_scale`, `size_scale`, `tokens_scale`, `mixture_center`.
+
+        **Returns**: the law in the new units, its exponents, profiles and bounds unchanged.
+        """
+        unknown = sorted(set(units) - set(self.UNITS))
+        if unknown:
+            raise ValueError(f"CAMELData.in_units takes its units {list(self.UNITS)}; got {unknown}")
+        loss_scale = positive_number(units.get("loss_scale", self.loss_scale), "loss_scale")
+        size_scale = positive_number(units.get("size_scale", self.size_scale), "size_scale")
+        tokens_scale = positive_number(units.get("tokens_scale", self.tokens_scale), "tokens_scale")
+        center = _center(units.get("mixture_center", self.mixture_center), int(self.t_roots.shape[-1]))
+        ratio = self.loss_scale / loss_scale
+        shift = log_center(self.t, center) - log_center(self.t, self.mixture_center)  # log <t_i, c'> / <t_i, c>
+        delta = self.ratio * shift + jnp.log(size_scale / self.size_scale)  # z = z' + delta
+        b, beta = self.root_b * self.root_b, self.beta
+        level = self.C1 + jnp.sum(box_cox_term(b, beta, delta), axis=-1)
+        fields: dict[str, Any] = {"root_b": jnp.sqrt(ratio * b * jnp.exp(-beta * delta))}
+        if self.root_h is not None:
+            tokens = jnp.log(tokens_scale / self.tokens_scale) if self.tokens else 0.0
+            delta_y, h, gamma = shift + tokens, self.root_h * self.root_h, self.gamma  # y = y' + delta_y
+            level = level + jnp.sum(box_cox_term(h, gamma, delta_y), axis=-1)
+            fields["root_h"] = jnp.sqrt(ratio * h * jnp.exp(-gamma * delta_y))
+        if self.d_tilt is not None:
+            fields["d_tilt"] = ratio * self.d_tilt
+        fields |= dict(loss_scale=loss_scale, size_scale=size_scale, tokens_scale=tokens_scale, mixture_center=center)
+        return dataclasses.replace(self, **fields, C1=ratio * level)
 
     @classmethod
     def from_params(
