@@ -250,7 +250,27 @@ def _report(args: argparse.Namespace, result: Any, table: _Table) -> dict[str, A
         "summary": {k: v if k == "not_identified" else np.asarray(v).tolist() for k, v in result.summary().items()},
         "best_status": Status(int(best[0])).label if result.n_targets is None else [Status(int(b)).label for b in best],
         "degenerate": _named_degenerate(result, list(table.targets)),
+        "at_bound": _named_at_bounds(result, list(table.targets)),
     }
+
+
+def _named_at_bounds(result: Any, targets: list[str]) -> dict[str, str]:
+    """The parameter elements at the upper bound of their range (`AbstractLaw.at_bounds`: the bound, not an
+    estimate), {element (with its target for a fit of several, `"Github: gamma[1]"`): "at its bound gamma_max = 3"}."""
+    import jax
+
+    from ..fitting._identify import element_names
+
+    several = result.n_targets is not None
+    laws = [jax.tree.map(lambda leaf: leaf[t], result.law) for t in range(result.n_targets or 0)] or [result.law]
+    out = {}
+    for t, law in enumerate(laws):
+        label = (targets[t] if t < len(targets) else f"target {t}") + ": " if several else ""
+        for name, (field, bound, at) in (law.at_bounds() if hasattr(law, "at_bounds") else {}).items():
+            for element, flag in zip(element_names(name, at), np.ravel(at)):
+                if flag:
+                    out[label + element] = f"at its bound {field} = {bound:g}"
+    return out
 
 
 def _named_degenerate(result: Any, targets: list[str]) -> dict[str, str]:
@@ -785,6 +805,11 @@ def _print_targets(out: dict[str, Any], boot: Any) -> None:
             print(f"  {name}: {which} are in their log-law limit (exponent 0 to working precision): their K_i (G_i) "
                   "are infinite and C minus infinite there, not estimates: their finite coordinates are the .json's "
                   '"log_limit"')  # fmt: skip
+    bounded = out.get("at_bound", {})
+    if bounded:
+        shown = "; ".join(f"{name} ({why})" for name, why in list(bounded.items())[:4])
+        print(f"  {len(bounded)} parameter element(s) at the bound of their range, the bound and not an estimate: "
+              f"{shown}{' ...' if len(bounded) > 4 else ''} (all in the .json's \"at_bound\")")  # fmt: skip
     print("  parameters and 95% intervals of each target: in the .json")
 
 
@@ -814,6 +839,8 @@ def _print_params(out: dict[str, Any]) -> None:
         limits = {}
     detached = out.get("detached")
     fixed = {} if detached is None else _detached_header(detached["terms"], params, limits)
+    for name, why in out.get("at_bound", {}).items():  # "at its bound gamma_max = 3" -> "3 (at its bound gamma_max)"
+        fixed.setdefault(name, "{1} ({0})".format(*why.rsplit(" = ", 1)))
     free -= set(fixed)
     degenerate = out.get("degenerate", {})
     _print_block(params, intervals, free, {**limits, **degenerate}, fixed)

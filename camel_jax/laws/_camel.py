@@ -237,6 +237,7 @@ class CAMEL(AbstractLaw):
     """
 
     UNITS = ("loss_scale", "size_scale")
+    UPPER_BOUNDS = {"beta": "beta_max"}
 
     t_roots: Float[Array, "*batch k n"]
     root_b: Float[Array, "*batch k"]

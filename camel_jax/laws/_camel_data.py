@@ -168,6 +168,7 @@ class CAMELData(AbstractLaw):
     """
 
     UNITS = ("loss_scale", "size_scale", "tokens_scale", "mixture_center")
+    UPPER_BOUNDS = {"beta": "beta_max", "gamma": "gamma_max"}
 
     t_roots: Float[Array, "*batch k n"]
     root_b: Float[Array, "*batch k"]

@@ -119,6 +119,7 @@ class CAMELMixture(AbstractLaw):
     """
 
     UNITS = ("loss_scale",)
+    UPPER_BOUNDS = {"alpha": "alpha_max"}
 
     profile_roots: Float[Array, "*batch k n"]
     share_roots: Float[Array, "*batch k"]
