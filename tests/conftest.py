@@ -106,7 +106,7 @@ def _release_compiled_programs():
 # its own unit. The heaviest units are handed out first, so that no worker is left alone with one at the end.
 NOTEBOOKS = "tests/test_notebooks.py::test_notebook_asserts_its_results["
 HEAVY_FIRST = [
-    NOTEBOOKS + "09_", NOTEBOOKS + "05_", NOTEBOOKS + "03_", NOTEBOOKS + "04_", NOTEBOOKS + "08_", NOTEBOOKS + "01_",
+    NOTEBOOKS + "09_", NOTEBOOKS + "05_", NOTEBOOKS + "03_", NOTEBOOKS + "08_", NOTEBOOKS + "01_", NOTEBOOKS + "04_",
     "tests/test_bad_input.py", "tests/test_fit.py", "tests/test_convergence.py", "tests/test_laws.py",
     "tests/test_mixture_gradient.py", "tests/test_calibrate.py", "tests/test_loss_decision.py",
     "tests/test_implicit.py", "tests/test_influence.py", "tests/test_loop.py", "tests/test_read.py",

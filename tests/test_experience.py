@@ -247,13 +247,14 @@ def test_save_load_round_trips_exactly(tmp_path):
     true, inputs, result = small_fit()
     assert same_tree(result, cj.load(cj.save(result, tmp_path / "fit")))
     same_fields(result, cj.load(tmp_path / "fit.npz"))
+    # the same bootstrap as test_every_plot_renders_a_nontrivial_png's: one compiled program serves both
     boot = cj.bootstrap(
         true,
         inputs,
         true(*inputs),
         key=jax.random.key(1),
-        n_resamples=6,
-        restarts=2,
+        n_resamples=8,
+        inits=result.laws,
         options=cj.FitOptions(max_steps=50),
         progress=False,
     )
