@@ -11,6 +11,7 @@ import pytest
 from test_law_choice import assert_no_degenerate_numbers
 
 import camel_jax as cj
+from camel_jax.cli._common import json_text
 from camel_jax.cli.fit import _log_limit, _print_params
 from camel_jax.fitting._fit import degenerate_parameters
 from camel_jax.fitting._identify import identifiability
@@ -153,6 +154,13 @@ def test_the_cli_prints_the_finite_coordinates_and_no_infinity(capsys):
     _log_limit(result, None, out)
     json.dumps(out["log_limit"], allow_nan=False)  # every finite coordinate is a number
     assert out["log_limit"]["terms"] == [0] and out["log_limit"]["data_terms"] == [1]
+    # the file `fit` writes is strict JSON: the paper-form K_0, G_1 and C (infinite in the limit) are null there
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    written = json.loads(json_text(out), parse_constant=refuse)
+    assert written["params"]["C"] is None and written["params"]["K"][0] is None and written["params"]["G"][1] is None
+    assert written["params"]["K"][1] == pytest.approx(float(law.params()["K"][1]))
     _print_params(out)
     text = capsys.readouterr().out
     assert_no_degenerate_numbers(text)

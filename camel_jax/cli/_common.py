@@ -4,6 +4,8 @@ the checks on a saved result before a decision is drawn from it."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys  # noqa: F401
 import warnings
@@ -292,3 +294,22 @@ def _benchmark_weights(saved: Any, args: argparse.Namespace) -> dict[str, float]
     if left_out:
         print(f"note: the pipeline has no law for {left_out}; the {name} score uses the others")
     return weights
+
+
+def json_text(record: Any) -> str:
+    """`record` as strict JSON text (indent 2), as `fit` and `optimize` write it: a non-finite number (a paper-form
+    parameter at an infinite limit, an interval without a finite end, an undefined statistic) is written as null.
+    Python's default `Infinity` and `NaN` are not JSON, and strict readers (jq, JavaScript, most JSON libraries)
+    refuse the file; the record's own keys (`log_limit`, `degenerate`, `at_bound`) say what stands at such a place."""
+    return json.dumps(_finite(record), indent=2, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float, at any depth of dicts, lists and tuples, replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from ._common import (
     _read_csv,
     _write_outputs,
     add_reader_flags,
+    json_text,
     read_table,
     reader_options,
 )
@@ -219,7 +219,7 @@ def _run(args: argparse.Namespace) -> None:
     kept = _kept(args, result, boot, table, key, out)
     _write_outputs(
         {
-            Path(f"{prefix}.json"): lambda f: f.write(json.dumps(out, indent=2).encode()),
+            Path(f"{prefix}.json"): lambda f: f.write(json_text(out).encode()),
             Path(f"{prefix}.npz"): lambda f: save_to(
                 kept, f, reader=out["reader"], metadata=_file_metadata(args, table, source)
             ),

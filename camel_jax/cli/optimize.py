@@ -4,7 +4,6 @@ batched pipeline against a reference."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +21,7 @@ from ._common import (
     _warn_extrapolation,
     _warn_unreliable,
     _write_outputs,
+    json_text,
 )
 from ._names import DeferredModule
 
@@ -82,8 +82,10 @@ def run(args: argparse.Namespace) -> None:
             f"{args.saved} is a loss fit: `optimize` minimizes its one predicted loss, and --weights (the "
             "objective over several losses, or a pipeline's benchmark weights) does not apply; drop it"
         )
-    if not isinstance(saved, FitResult) and (args.out or args.support != "data"):
-        raise UserError("--out and --support apply to a loss fit (`camel-jax fit`); drop them for a pipeline")
+    decision_out = bool(args.out) and not getattr(args, "export", None)  # with --export, --out is the files' prefix
+    if not isinstance(saved, FitResult) and (decision_out or args.support != "data"):
+        raise UserError("--out (without --export) and --support apply to a loss fit (`camel-jax fit`); drop them for a "
+                        "pipeline")  # fmt: skip
     verdict = isinstance(saved, PipelineFit) and saved.pipelines is not None
     verdict = verdict or (isinstance(saved, Pipeline) and bool(saved.batch_shape))
     verdict = verdict or isinstance(saved, FitResult)  # a loss fit's reference is the verdict's baseline
@@ -199,7 +201,7 @@ def _decide_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], ke
     if args.out:
         record = loss_record(decision, law=type(saved.law).__name__, fit_file=args.saved, fit_hash=_fit_hash(saved))
         path = Path(f"{args.out}.json")
-        _write_outputs({path: lambda f: f.write((json.dumps(record, indent=2) + "\n").encode())})
+        _write_outputs({path: lambda f: f.write((json_text(record) + "\n").encode())})
         print(f"wrote {path}")
     return decision
 
