@@ -261,11 +261,9 @@ def _named_at_bounds(result: Any, targets: list[str]) -> dict[str, str]:
 
     from ..fitting._identify import element_names
 
-    several = result.n_targets is not None
     laws = [jax.tree.map(lambda leaf: leaf[t], result.law) for t in range(result.n_targets or 0)] or [result.law]
     out = {}
-    for t, law in enumerate(laws):
-        label = (targets[t] if t < len(targets) else f"target {t}") + ": " if several else ""
+    for label, law in zip(_target_prefixes(result, targets), laws):
         for name, (field, bound, at) in (law.at_bounds() if hasattr(law, "at_bounds") else {}).items():
             for element, flag in zip(element_names(name, at), np.ravel(at)):
                 if flag:
@@ -278,9 +276,16 @@ def _named_degenerate(result: Any, targets: list[str]) -> dict[str, str]:
     hiding 18 degenerate targets of 22 on Data Mixing Laws' 5Mix."""
     if result.n_targets is None:
         return result.degenerate()
-    labels = [targets[t] if t < len(targets) else f"target {t}" for t in range(result.n_targets)]
-    return {f"{label}: {name}": why for label, found in zip(labels, result.degenerate_by_target())
-            for name, why in found.items()}  # fmt: skip
+    found = zip(_target_prefixes(result, targets), result.degenerate_by_target())
+    return {label + name: why for label, elements in found for name, why in elements.items()}
+
+
+def _target_prefixes(result: Any, targets: list[str]) -> list[str]:
+    """What names an element of each target in `fit`'s JSON: `"loss_web: "` (`"target t: "` past the names given)
+    for a fit of several targets, `""` for the one target of a fit of one."""
+    if result.n_targets is None:
+        return [""]
+    return [f"{targets[t] if t < len(targets) else f'target {t}'}: " for t in range(result.n_targets)]
 
 
 def _read_runs(args: argparse.Namespace) -> Any:

@@ -124,21 +124,18 @@ def simplest_within(errors: Mapping[str, float], n_params: Mapping[str, int], be
     return min(close, key=lambda name: (n_params[name], errors[name]))
 
 
-def target_failures(result: Any) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-    """Per target (one for a fit of one): whether its best start did not meet its stopping rule, whether it did not
-    or is degenerate, each [T] booleans, and the degenerate elements (`FitResult.degenerate`, warnings silenced)."""
+def target_failures(result: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per target (one for a fit of one), each [T] booleans: whether its best start did not meet its stopping rule,
+    whether it did not or is degenerate, and whether it is degenerate (`FitResult.degenerate_by_target`, warnings
+    silenced)."""
     import warnings
 
     best = np.atleast_1d(np.asarray(result.best_status))
     unconverged = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        by_target = result.degenerate_by_target()
-    several = result.n_targets is not None
-    degenerate = {(f"target {t}: {name}" if several else name): why
-                  for t, found in enumerate(by_target) for name, why in found.items()}  # fmt: skip
-    failed = unconverged | np.array([bool(found) for found in by_target])
-    return unconverged, failed, degenerate
+        degenerate = np.array([bool(found) for found in result.degenerate_by_target()])
+    return unconverged, unconverged | degenerate, degenerate
 
 
 def held_out_rows(
@@ -202,7 +199,8 @@ def held_out_rows(
         rows.append({
             "law": name, "n_train": int((~test).sum()), "n_test": int(test.sum()), "error": error,
             "error_se": float(np.std(points, ddof=1) / np.sqrt(points.size)) if points.size > 1 else np.nan,
-            "converged": not unconverged.any(), "degenerate": bool(degenerate), "failed_share": float(failed.mean()),
+            "converged": not unconverged.any(), "degenerate": bool(degenerate.any()),
+            "failed_share": float(failed.mean()),
         })  # fmt: skip
     if progress:
         progress_bar(len(laws), len(laws), "held-out fits", "laws")
