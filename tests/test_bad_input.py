@@ -409,6 +409,8 @@ CLI_CASES = {
     "domains 0": (lambda f, t, p: ["fit", f / "runs.csv", "--n-domains", "0", "--out", p / "fit"], "n_domains"),
     "resamples -5": (lambda f, t, p: ["fit", f / "runs.csv", "--resamples=-5", "--out", p / "fit"], "--resamples"),
     "restarts 0": (lambda f, t, p: ["fit", f / "runs.csv", "--restarts", "0", "--out", p / "fit"], "--restarts"),
+    "max-steps 0": (lambda f, t, p: ["fit", f / "runs.csv", "--max-steps", "0", "--out", p / "fit"], "--max-steps must be >= 1"),
+    "polish -1": (lambda f, t, p: ["fit", f / "runs.csv", "--polish=-1", "--out", p / "fit"], "--polish must be >= 0"),
     "dml over several sizes": (lambda f, t, p: ["fit", f / "runs.csv", "--law", "dml", "--out", p / "fit"], "one model size"),
     "unwritable out": (lambda f, t, p: ["fit", f / "runs.csv", "--out", file_as_folder(f, t, p)], "not a writable folder"),
     "semicolon csv": (lambda f, t, p: ["fit", semicolon_csv(f, t, p), "--out", p / "fit"], "separated by ';'"),
@@ -670,6 +672,35 @@ def cli_fit(files, tmp_path_factory):
                      "--resamples", "0", "--out", str(out)])  # fmt: skip
     assert code == 0
     return out
+
+
+def test_fit_solver_steps_are_flags_and_the_step_cap_advice_names_them(files, tmp_path, capsys):
+    """`--max-steps` and `--polish` reach the fit and its saved file (what is not given stays the law's default), and
+    the advice of a fit stopped at the step cap names the flags a command-line user can act on."""
+    from camel_jax.cli._names import COMMAND_LINE_ADVICE
+    from camel_jax.laws._base import UNCONVERGED_HINT
+    from camel_jax.laws._camel_data import CAMELData
+
+    data_hint = CAMELData.sample_init(jax.random.key(0), n_datasets=3, n_domains=1, tokens=False).unconverged_hint()
+    for library in COMMAND_LINE_ADVICE:  # the texts the command line rewrites are the library's
+        assert library in UNCONVERGED_HINT or library in data_hint, library
+    folder, _, _ = files
+    argv = ["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "2",
+            "--resamples", "0", "--no-calibrate", "--max-steps", "3", "--polish", "0", "--out", str(tmp_path / "capped")]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "did not converge" in printed and "--max-steps" in printed and "FitOptions(" not in printed, printed
+    options = cj.load(tmp_path / "capped.npz").fit_options
+    assert (options.max_steps, options.polish) == (3, 0)
+    assert cli.main(["optimize", str(tmp_path / "capped.npz"), "--size", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert "did not converge" in printed and "--max-steps" in printed and "FitOptions(" not in printed, printed
+    argv = ["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "2",
+            "--resamples", "0", "--no-calibrate", "--max-steps", "1500", "--out", str(tmp_path / "longer")]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    options = cj.load(tmp_path / "longer.npz").fit_options
+    assert (options.max_steps, options.polish) == (1500, cj.FitOptions().polish)
 
 
 def test_a_fit_file_names_its_columns_and_optimize_prints_named_weights(files, cli_fit, capsys):

@@ -23,6 +23,7 @@ from .._version import __version__
 from . import demo, design, fit, optimize, predict
 from . import next as next_command
 from ._common import UserError, configure_jax
+from ._names import for_command_line
 
 __all__ = ["main", "configure_jax", "UserError"]
 
@@ -58,7 +59,7 @@ def _warning_lines() -> Any:
     shown: set[str] = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
-        text = " ".join(str(message).split())
+        text = for_command_line(" ".join(str(message).split()))
         if text not in shown:
             shown.add(text)
             print(f"warning: {text}", flush=True)

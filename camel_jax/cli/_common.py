@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._names import READER_FORMATS, DeferredModule
+from ._names import READER_FORMATS, DeferredModule, for_command_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -170,8 +170,14 @@ def _warn_unreliable(saved: Any, path: str) -> None:
     fitted = _training_data(saved)
     if fitted is None or fitted.status is None:
         return
-    for problem in fitted.problems():
-        print(f"warning: {path}: {problem}; what follows rests on that fit")
+    say_problems(path, fitted.problems())
+
+
+def say_problems(path: Any, problems: list[str], rests_on: str = "fit") -> None:
+    """Print each problem of the saved `rests_on` at `path` before the answer that rests on it, the solver's options
+    named by their command-line flags."""
+    for problem in problems:
+        print(f"warning: {path}: {for_command_line(problem)}; what follows rests on that {rests_on}")
 
 
 def _warn_extrapolation(saved: Any, size: float) -> None:

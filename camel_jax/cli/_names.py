@@ -27,6 +27,20 @@ EXPORT_FORMATS = {
     "megatron": ".megatron.txt",
     "nanotron": ".nanotron.yaml",
 }
+# `laws._base.UNCONVERGED_HINT`'s advice (and CAMELData's), in the library's words and as a command-line user acts on it
+COMMAND_LINE_ADVICE = {
+    "raise FitOptions(max_steps=..., polish=...)": "refit with more steps (camel-jax fit --max-steps, --polish)",
+    "raise FitOptions(polish=...)": "refit with more Newton steps (camel-jax fit --polish)",
+}
+
+
+def for_command_line(text: str) -> str:
+    """A library message as the command line prints it: the solver's options named by their flags."""
+    for library, flags in COMMAND_LINE_ADVICE.items():
+        text = text.replace(library, flags)
+    return text
+
+
 # `data._formats.FORMATS`: the published formats the reader knows by name
 READER_FORMATS = ("dmsl", "mixinglaws", "olmix", "regmix")
 # `laws._camel.CAPACITY_EXPONENT`: tied CAMEL's capacity ~ M^c, the paper's scale index

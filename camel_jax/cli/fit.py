@@ -55,6 +55,10 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--capacity-exponent", type=float, default=CAPACITY_EXPONENT,
                      help="tied CAMEL: capacity ~ M^c (default 3, the paper's scale index)")
     fit.add_argument("--restarts", type=int, default=32)
+    fit.add_argument("--max-steps", type=int, default=None, help="L-BFGS steps per start (default 1000; "
+                     "FitOptions.max_steps): raise it when the best start stops at the step cap")  # fmt: skip
+    fit.add_argument("--polish", type=int, default=None, help="Newton steps per start after L-BFGS (default: the "
+                     "law's, 300 or 1000; FitOptions.polish)")  # fmt: skip
     fit.add_argument("--resamples", type=int, default=200, help="bootstrap resamples for the intervals (0: none)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--out", default="camel-fit", help="output prefix (default camel-fit: .json, .npz, .png)")
@@ -63,6 +67,17 @@ def add_parser(sub: Any) -> None:
                      "bands of `predict` and the verdicts of `optimize` past the largest trained size")  # fmt: skip
     fit.add_argument("--influence", action="store_true", help="also print which runs move the prediction at the "
                      "largest trained size most (approximate leave-one-run-out, one Hessian, no refits)")  # fmt: skip
+
+
+def _fit_options(args: argparse.Namespace, law: Any) -> Any:
+    """The `FitOptions` of `--max-steps` and `--polish` for `law` (what is not given stays the law's default); None
+    when neither is given, so that each law keeps its own defaults."""
+    if getattr(args, "max_steps", None) is None and getattr(args, "polish", None) is None:
+        return None
+    from ..fitting._fit import resolve_options
+
+    given = {"max_steps": args.max_steps, "polish": args.polish}
+    return resolve_options(None, law).replace(**{name: value for name, value in given.items() if value is not None})
 
 
 def _law_template(args: argparse.Namespace, table: _Table):
@@ -172,6 +187,18 @@ def run(args: argparse.Namespace) -> None:
         _run(args)
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """The counts of starts, resamples and solver steps, each a one-line error before any compute."""
+    if args.restarts < 1:
+        raise UserError(f"--restarts must be >= 1; got {args.restarts}")
+    if args.resamples < 0:
+        raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
+    if getattr(args, "max_steps", None) is not None and args.max_steps < 1:
+        raise UserError(f"--max-steps must be >= 1; got {args.max_steps}")
+    if getattr(args, "polish", None) is not None and args.polish < 0:
+        raise UserError(f"--polish must be >= 0 (0: no Newton steps); got {args.polish}")
+
+
 def _run(args: argparse.Namespace) -> None:
     import jax
 
@@ -183,10 +210,7 @@ def _run(args: argparse.Namespace) -> None:
     if getattr(args, "domains", None) is not None:
         raise UserError("--domains is now --n-domains (CAMEL's count of intrinsic domains k); --domain names the "
                         "validation-domain column of a long table")  # fmt: skip
-    if args.restarts < 1:
-        raise UserError(f"--restarts must be >= 1; got {args.restarts}")
-    if args.resamples < 0:
-        raise UserError(f"--resamples must be >= 0 (0: no intervals); got {args.resamples}")
+    _check_counts(args)
     prefix = Path(args.out)
     _check_destination(prefix, (".json", ".npz", ".png"))
     # the table is read (and its columns checked) before a law is chosen
@@ -202,7 +226,8 @@ def _run(args: argparse.Namespace) -> None:
     template = _law_template(args, table)
     key = jax.random.key(args.seed)
     result = fit(template, table.inputs, table.y, key=key, restarts=args.restarts, weights=table.weight,
-                 names=tuple(table.mixture) or None, targets=table.targets or None)  # fmt: skip
+                 names=tuple(table.mixture) or None, targets=table.targets or None,
+                 options=_fit_options(args, template))  # fmt: skip
     if getattr(args, "auto_ranking", None):  # auto's pick must converge on the whole table, not only held out
         args, table, result = _auto_fallback(args, source, table, result, key)
     out = _report(args, result, table)
@@ -364,7 +389,8 @@ def _choose_law(args: argparse.Namespace, data: Any) -> tuple[argparse.Namespace
     if n_sizes <= 1 and data.size is not None:  # a size column with one value: the laws of the mixture ignore it
         how += f" ({float(np.asarray(data.size)[0]):.4g}: predictions at this size only)"
     # every target fitted at once, as the final fit will be, and scored by the mean of their held-out MAPEs
-    ranking = _rank_by_rows(laws, every, test, how, key, min(args.restarts, 16))
+    options = {name: _fit_options(args, law) for name, law in laws.items()}
+    ranking = _rank_by_rows(laws, every, test, how, key, min(args.restarts, 16), options)
     _say_choice(ranking, laws, how, tokens is not None, n_sizes)
     winner = ranking.attrs["winner"]
     chosen = argparse.Namespace(**(vars(args) | {"law": winner, "collinearity_said": True,
@@ -408,7 +434,9 @@ def _auto_split(base: _Table, tokens: bool, n_sizes: int, key: Any) -> tuple[Any
                   + (", one model size" if n_sizes <= 1 else f", {n_sizes} sizes"))  # fmt: skip
 
 
-def _rank_by_rows(laws: dict[str, Any], base: _Table, test: Any, how: str, key: Any, restarts: int) -> Any:
+def _rank_by_rows(
+    laws: dict[str, Any], base: _Table, test: Any, how: str, key: Any, restarts: int, options: Any = None
+) -> Any:
     """The candidates fitted on the rows outside `test` and scored on those in it (`held_out_rows`, every target
     fitted at once): a frame indexed by law, best first (`error`, `error_se`, `failed_share`, `usable`)."""
     from ..data._checks import size_counts
@@ -421,7 +449,7 @@ def _rank_by_rows(laws: dict[str, Any], base: _Table, test: Any, how: str, key: 
         print(f"--law auto: chosen on the mean of the {data.n_targets} targets' held-out MAPEs, every target fitted")
     inputs = {name: law_data(law, data, name).inputs for name, law in laws.items()}
     _, table = held_out_rows(laws, inputs, data.y, test, key=key, restarts=restarts, progress=True,
-                             weights=data.weight)  # fmt: skip
+                             weights=data.weight, options=options)  # fmt: skip
     frame = table.set_index("law")
     # the final fit's own rule: a law is kept when at most AUTO_MAX_FAILED_SHARE of its targets are unconverged or
     # degenerate (one target: converged and not degenerate)
@@ -532,7 +560,7 @@ def _auto_fallback(args: argparse.Namespace, source: Any, table: _Table, result:
             continue
         fitted = fit(template, other_table.inputs, other_table.y, key=key, restarts=args.restarts,
                      weights=other_table.weight, names=tuple(other_table.mixture) or None,
-                     targets=other_table.targets or None)  # fmt: skip
+                     targets=other_table.targets or None, options=_fit_options(other, template))  # fmt: skip
         count, _, other_labels = _failed_targets(fitted)
         if count < best[0]:
             best, labels = (count, other, other_table, fitted), other_labels

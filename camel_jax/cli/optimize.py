@@ -22,8 +22,9 @@ from ._common import (
     _warn_unreliable,
     _write_outputs,
     json_text,
+    say_problems,
 )
-from ._names import DeferredModule
+from ._names import DeferredModule, for_command_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -190,10 +191,9 @@ def _decide_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], ke
                                    **{k: v for k, v in bounds.items() if k != "reference"})  # fmt: skip
     except ValueError as error:
         raise UserError(str(error).splitlines()[0]) from None
-    for problem in decision.problems[len(saved.problems()):]:  # the fit's own were said first
-        print(f"warning: {args.saved}: {problem}; what follows rests on that bootstrap")
+    say_problems(args.saved, decision.problems[len(saved.problems()):], "bootstrap")  # the fit's own were said first
     for warning in caught:
-        print(f"warning: {warning.message}")
+        print(f"warning: {for_command_line(str(warning.message))}")
     for line in loss_lines(decision):
         print(line)
     at = f"size {args.size:g}" if args.size is not None else "the fitted size"

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import UserError, _check_destination, _read_csv, _write_outputs
+from ._common import UserError, _check_destination, _read_csv, _write_outputs, say_problems
 from ._names import DeferredModule
 
 if TYPE_CHECKING:
@@ -144,8 +144,7 @@ def run(args: argparse.Namespace) -> None:
         return
     df = _read_csv(args.rows)
     inputs, which, observed = read_rows(df, fit_columns(args.saved, saved), saved, args.saved)
-    for problem in saved.problems() + saved.bootstrap.problems():
-        print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
+    say_problems(args.saved, saved.problems() + saved.bootstrap.problems())
     predicted, lower, upper = saved.prediction_band(*inputs, level=args.level)
     outside = saved.outside_support(inputs[0])
     predicted, lower, upper = _without_outside((predicted, lower, upper), outside)
@@ -201,8 +200,7 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
         raise UserError(f"the rows' targets {list(data.targets)} are not the fit's {targets}")
     inputs = data.inputs[: len(saved.inputs)]
     _check_sizes(args, data, len(inputs))
-    for problem in saved.problems() + saved.bootstrap.problems():
-        print(f"warning: {args.saved}: {problem}; what follows rests on that fit")
+    say_problems(args.saved, saved.problems() + saved.bootstrap.problems())
     band = saved.prediction_band(*inputs, level=args.level)
     outside = saved.outside_support(inputs[0])
     predicted, lower, upper = (np.atleast_2d(a) for a in _without_outside(band, outside))

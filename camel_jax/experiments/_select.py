@@ -146,7 +146,7 @@ def held_out_rows(
     *,
     key: Array,
     restarts: int = 16,
-    options: FitOptions | None = None,
+    options: FitOptions | Mapping[str, FitOptions | None] | None = None,
     progress: bool = False,
     weights: Any = None,
 ) -> tuple[str, pd.DataFrame]:
@@ -158,7 +158,8 @@ def held_out_rows(
     - `laws`: {name: law template}; `inputs`: {name: the tuple that law is called on} (every tuple over the same
       rows); `y`: the targets [P], or [T, P] for T targets fitted together (one law for all, as `fit` does);
       `test`: booleans [P], the held-out rows (some, not all).
-    - `key`: draws every fit's starts (`fold_in` by the law's position); `restarts`, `options`: of every fit.
+    - `key`: draws every fit's starts (`fold_in` by the law's position); `restarts`, `options`: of every fit
+      (`options` may also be {name: FitOptions or None}, one per law; None: the law's defaults).
     - `progress`: draw a bar with the laws fitted so far on stderr (only when it is a terminal).
     - `weights`: [P] or [T, P], 0 where a target was not measured (left out of the fit and of the score).
 
@@ -185,8 +186,9 @@ def held_out_rows(
             progress_bar(i, len(laws), f"held-out fits ({name})", "laws")
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")  # judged below: converged and degenerate are columns
+            chosen = options.get(name) if isinstance(options, Mapping) else options
             result = fit(law, inputs[name], y, weights=(measured & ~test).astype(float),
-                         key=jax.random.fold_in(key, i), restarts=restarts, options=options)  # fmt: skip
+                         key=jax.random.fold_in(key, i), restarts=restarts, options=chosen)  # fmt: skip
             pred = np.asarray(result.predict(*inputs[name]))
         scored = measured & test  # [P] or [T, P]
         with np.errstate(all="ignore"):
