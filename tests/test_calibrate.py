@@ -878,3 +878,21 @@ def test_calibration_draws_a_bar_over_its_folds_on_a_terminal_only(monkeypatch):
         cj.calibrate(truth, (N, D), y, **kw, progress=False)
     monkeypatch.undo()
     assert quiet.getvalue() == ""
+
+
+def test_unfinished_fold_fits_are_one_warning_that_counts_fold_fits_not_targets():
+    """A calibration's fold fits are resamples of each fold, not the user's targets: when their best starts stop at
+    the step cap the warning says so once, counting folds x targets x resamples (before: 'the best start of 243 of
+    352 targets' for 22 targets, per fold)."""
+    law = known_tied_camel()
+    r, R, M, y = _runs(lambda r, M: np.asarray(law(jnp.asarray(r), jnp.asarray(M))), 0)
+    template = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=3, n_domains=2, tied=True, capacity_exponent=3.0)
+    capped = cj.FitOptions(max_steps=2, polish=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cj.calibrate(template, (R, M), np.stack([y, y]), key=jax.random.key(3), n_resamples=3, restarts=2,
+                     options=capped, strata=M, progress=False)  # fmt: skip
+    fits = [str(w.message) for w in caught if issubclass(w.category, cj.FitWarning)]
+    assert len(fits) == 1 and fits[0].startswith("calibration: the best start of "), fits
+    assert "of 12 fold fits (2 folds x 2 targets x 3 resamples) did not converge" in fits[0], fits
+    assert caught[[issubclass(w.category, cj.FitWarning) for w in caught].index(True)].filename == __file__

@@ -88,10 +88,11 @@ from jax.scipy.special import betainc
 from jaxtyping import Array, ArrayLike
 
 from .._progress import progress_bar
+from .._warn import user_stacklevel
 from ..data._checks import DESIGN_WARNINGS
-from ..laws._base import count, n_free_parameters
-from ..solver._options import FitOptions
-from ._fit import FitResult, fit, from_data, is_mixture_data, resolve_options
+from ..laws._base import UNCONVERGED_HINT, count, n_free_parameters
+from ..solver._options import FitOptions, Status
+from ._fit import FitResult, FitWarning, fit, from_data, is_mixture_data, resolve_options
 from ._resample import resample_weights
 from ._student import t_quantile
 
@@ -406,7 +407,7 @@ def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, re
     counts = resample_weights(key, P, n_resamples, **resample).astype(Y.dtype)  # [B, P], shared by the folds
     start = None if inits is None else warm_starts(inits, n_resamples)
     targets = jnp.repeat(Y, n_resamples, axis=0)  # [T * B, P]
-    pred = []
+    pred, unconverged = [], 0
     for fold, keep in enumerate(keeps):
         if progress:
             progress_bar(fold, len(keeps), "calibration", "folds")
@@ -414,11 +415,20 @@ def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, re
         Wb = (counts[None] * (W0 * train[None])[:, None]).reshape(T * n_resamples, P)
         with warnings.catch_warnings():  # a resample of a fold holds fewer points and sizes by design
             warnings.filterwarnings("ignore", message=DESIGN_WARNINGS)
+            warnings.simplefilter("ignore", FitWarning)  # its rows are resamples, not targets: counted below
             boot = fit(law, arrays, targets, weights=Wb, key=jax.random.fold_in(key, 1), restarts=restarts,
                        inits=start, options=options, devices=devices)  # fmt: skip
+        unconverged += int((~np.isin(np.asarray(boot.best_status), [Status.CONVERGED, Status.STALLED])).sum())
         pred.append(np.asarray(jax.vmap(lambda f: f(*arrays))(boot.law)).reshape(T, n_resamples, P))
     if progress:
         progress_bar(len(keeps), len(keeps), "calibration", "folds")
+    if unconverged:
+        total = len(keeps) * T * n_resamples
+        warnings.warn(FitWarning(
+            f"calibration: the best start of {unconverged} of {total} fold fits ({len(keeps)} folds x {T} targets x "
+            f"{n_resamples} resamples) did not converge: the extrapolation error is estimated partly from where they "
+            f"stopped; {getattr(law, 'unconverged_hint', lambda: UNCONVERGED_HINT)()}", unconverged, total),
+            stacklevel=user_stacklevel())  # fmt: skip
     return np.stack(pred)
 
 
