@@ -42,3 +42,14 @@ def test_the_command_line_reads_camel_as_tied_camel_like_the_backtest():
 def test_an_unknown_name_is_one_line_naming_the_registered_ones():
     with pytest.raises(ValueError, match=r"unknown law 'camel-tide'; the registered names are camel-tied, "):
         cj.law_template("camel-tide", jax.random.key(0), n_datasets=3)
+
+
+@pytest.mark.parametrize("name", list(LAWS))
+def test_every_declared_bound_is_an_option_the_registry_passes_on(name):
+    """A bound a law declares (`UPPER_BOUNDS`) reaches it through `law_template`: before, `beta_max=3` was dropped
+    for camel-data-tied without a word, and a study ran the unbounded law believing it bounded."""
+    entry = LAWS[name]
+    for field in entry.cls.UPPER_BOUNDS.values():
+        assert field in entry.takes, (name, field)
+        law = cj.law_template(name, jax.random.key(0), n_datasets=3, n_domains=2, tokens=False, **{field: 2.5})
+        assert getattr(law, field) == 2.5, (name, field)

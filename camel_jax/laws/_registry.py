@@ -46,21 +46,24 @@ class LawEntry:
 
 
 _MIXTURE_OPTIONS = ("n_datasets", "n_domains", "capacity_exponent", "size_scale")
+# CAMELData's own: its tokens input, and the bounds of its exponents (`UPPER_BOUNDS`)
+_DATA_OPTIONS = ("tokens", "tokens_scale", "beta_max", "gamma_max")
 
 
 def _entries() -> dict[str, LawEntry]:
     entries = [
-        LawEntry("camel-tied", CAMEL, {"tied": True}, _MIXTURE_OPTIONS, True, True, "never"),
-        LawEntry("camel-free", CAMEL, {"tied": False}, _MIXTURE_OPTIONS, True, True, "never"),
-        LawEntry("camel-data-tied", CAMELData, {"tied": True}, (*_MIXTURE_OPTIONS, "tokens", "tokens_scale"), True,
-                 True, "optional"),
-        LawEntry("camel-data-free", CAMELData, {"tied": False}, (*_MIXTURE_OPTIONS, "tokens", "tokens_scale"), True,
-                 True, "optional"),
+        LawEntry("camel-tied", CAMEL, {"tied": True}, (*_MIXTURE_OPTIONS, "beta_max"), True, True, "never"),
+        LawEntry("camel-free", CAMEL, {"tied": False}, (*_MIXTURE_OPTIONS, "beta_max"), True, True, "never"),
+        LawEntry("camel-data-tied", CAMELData, {"tied": True}, (*_MIXTURE_OPTIONS, *_DATA_OPTIONS), True, True,
+                 "optional"),
+        LawEntry("camel-data-free", CAMELData, {"tied": False}, (*_MIXTURE_OPTIONS, *_DATA_OPTIONS), True, True,
+                 "optional"),
         LawEntry("sodm-additive", SODMAdditive, {}, ("n_datasets", "tokens", "size_scale", "tokens_scale"), True,
                  True, "optional"),
         LawEntry("sodm-joint", SODMJoint, {}, ("n_datasets", "tokens", "size_scale", "tokens_scale"), True, True,
                  "optional"),
-        LawEntry("camel-mixture", CAMELMixture, {}, ("n_datasets", "n_domains"), True, False, "never"),
+        LawEntry("camel-mixture", CAMELMixture, {}, ("n_datasets", "n_domains", "alpha_max", "a_max"), True, False,
+                 "never"),
         LawEntry("dml", DML, {}, ("n_datasets", "n_domains"), True, False, "never"),
         LawEntry("chinchilla", Chinchilla, {}, ("size_scale", "tokens_scale"), False, True, "required"),
         LawEntry("power", PowerLaw, {}, ("size_scale",), False, True, "never"),
