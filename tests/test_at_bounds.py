@@ -36,8 +36,8 @@ def test_at_bounds_flags_exactly_the_elements_at_their_bound():
 
 def test_fit_prints_and_writes_a_bound_as_the_bound(capsys):
     law = data_law([3.0, 0.7])
-    at = _named_at_bounds(types.SimpleNamespace(law=law, n_targets=None), [])
-    assert at == {"gamma[0]": "at its bound gamma_max = 3"}
+    at = _named_at_bounds(types.SimpleNamespace(law=law, n_targets=None, target_laws=lambda: [law]), [])
+    assert at == {"gamma[0]": {"bound": "gamma_max", "value": 3.0}}
     out = {"params": {k: np.asarray(v).tolist() for k, v in law.params().items()}, "summary": {"not_identified": []},
            "intervals_95": {k: [np.asarray(v).tolist()] * 2 for k, v in law.params().items()}, "at_bound": at}
     _print_params(out)
@@ -45,8 +45,10 @@ def test_fit_prints_and_writes_a_bound_as_the_bound(capsys):
     assert "  gamma: [3 (at its bound gamma_max), 0.7]" in text  # no interval: it would collapse onto the bound
     # several targets: each element named with its target, and said in one line
     batched = jax.tree.map(lambda *leaves: jnp.stack(leaves), data_law([0.5, 3.0]), data_law([0.5, 0.7]))
-    at = _named_at_bounds(types.SimpleNamespace(law=batched, n_targets=2), ["loss_a", "loss_b"])
-    assert at == {"loss_a: gamma[1]": "at its bound gamma_max = 3"}
+    each = [data_law([0.5, 3.0]), data_law([0.5, 0.7])]
+    fitted = types.SimpleNamespace(law=batched, n_targets=2, target_laws=lambda: each)
+    at = _named_at_bounds(fitted, ["loss_a", "loss_b"])
+    assert at == {"loss_a: gamma[1]": {"bound": "gamma_max", "value": 3.0}}
     summary = {"objective": [1.0, 1.0], "r2": [0.9, 0.9], "mape_percent": [1.0, 1.0], "n_converged": [4, 4],
                "n_starts": 4}
     _print_targets({"law_name": "camel-data", "law": "CAMELData", "targets": ["loss_a", "loss_b"], "summary": summary,

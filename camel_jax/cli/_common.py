@@ -9,6 +9,7 @@ import math
 import os
 import sys  # noqa: F401
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,7 +174,7 @@ def _warn_unreliable(saved: Any, path: str) -> None:
     say_problems(path, fitted.problems())
 
 
-def say_problems(path: Any, problems: list[str], rests_on: str = "fit") -> None:
+def say_problems(path: Any, problems: Sequence[str], rests_on: str = "fit") -> None:
     """Print each problem of the saved `rests_on` at `path` before the answer that rests on it, the solver's options
     named by their command-line flags."""
     for problem in problems:

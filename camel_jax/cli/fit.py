@@ -279,20 +279,18 @@ def _report(args: argparse.Namespace, result: Any, table: _Table) -> dict[str, A
     }
 
 
-def _named_at_bounds(result: Any, targets: list[str]) -> dict[str, str]:
+def _named_at_bounds(result: Any, targets: list[str]) -> dict[str, dict[str, Any]]:
     """The parameter elements at the upper bound of their range (`AbstractLaw.at_bounds`: the bound, not an
-    estimate), {element (with its target for a fit of several, `"Github: gamma[1]"`): "at its bound gamma_max = 3"}."""
-    import jax
-
+    estimate), {element (with its target for a fit of several, `"Github: gamma[1]"`): {"bound": "gamma_max",
+    "value": 3.0}}."""
     from ..fitting._identify import element_names
 
-    laws = [jax.tree.map(lambda leaf: leaf[t], result.law) for t in range(result.n_targets or 0)] or [result.law]
     out = {}
-    for label, law in zip(_target_prefixes(result, targets), laws):
+    for label, law in zip(_target_prefixes(result, targets), result.target_laws()):
         for name, (field, bound, at) in (law.at_bounds() if hasattr(law, "at_bounds") else {}).items():
             for element, flag in zip(element_names(name, at), np.ravel(at)):
                 if flag:
-                    out[label + element] = f"at its bound {field} = {bound:g}"
+                    out[label + element] = {"bound": field, "value": float(bound)}
     return out
 
 
@@ -610,7 +608,6 @@ def _warn_collinear(table: _Table) -> None:
 def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, out: dict[str, Any]) -> Any:
     """Bootstrap intervals (warm-started from the 4 best starts of each target) into `out`; None with
     --resamples 0."""
-    import jax
 
     from ..fitting._bootstrap import bootstrap
 
@@ -618,7 +615,7 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
         return None
     warm = _best_starts(result)
     groups = None if table.data is None else table.data.group  # checkpoints of one run: resampled together
-    law = result.law if result.n_targets is None else jax.tree.map(lambda leaf: leaf[0], result.law)  # a template
+    law = result.target_laws()[0]  # a template
     boot = bootstrap(law, table.inputs, table.y, key=key, n_resamples=args.resamples, inits=warm, progress=True,
                      weights=table.weight, groups=groups, names=result.names, targets=result.targets,
                      options=result.fit_options)  # fmt: skip
@@ -645,7 +642,7 @@ def _kept(args: argparse.Namespace, result: Any, boot: Any, table: _Table, key: 
     if getattr(args, "calibrate", True) and sizes >= 3 and table.mixture:
         # a template law, warm-started from the fit's law (batched over the targets of a fit of several), with the
         # checkpoints of one run resampled together, as the bootstrap is
-        law = result.law if result.n_targets is None else jax.tree.map(lambda leaf: leaf[0], result.law)
+        law = result.target_laws()[0]
         groups = None if table.data is None else table.data.group
         try:
             calibration = calibrate(law, table.inputs, table.y, key=jax.random.fold_in(key, 11),
@@ -840,7 +837,8 @@ def _print_targets(out: dict[str, Any], boot: Any) -> None:
                   '"log_limit"')  # fmt: skip
     bounded = out.get("at_bound", {})
     if bounded:
-        shown = "; ".join(f"{name} ({why})" for name, why in list(bounded.items())[:4])
+        shown = "; ".join(f"{name} (at its bound {at['bound']} = {at['value']:g})"
+                          for name, at in list(bounded.items())[:4])  # fmt: skip
         print(f"  {len(bounded)} parameter element(s) at the bound of their range, the bound and not an estimate: "
               f"{shown}{' ...' if len(bounded) > 4 else ''} (all in the .json's \"at_bound\")")  # fmt: skip
     print("  parameters and 95% intervals of each target: in the .json")
@@ -872,8 +870,8 @@ def _print_params(out: dict[str, Any]) -> None:
         limits = {}
     detached = out.get("detached")
     fixed = {} if detached is None else _detached_header(detached["terms"], params, limits)
-    for name, why in out.get("at_bound", {}).items():  # "at its bound gamma_max = 3" -> "3 (at its bound gamma_max)"
-        fixed.setdefault(name, "{1} ({0})".format(*why.rsplit(" = ", 1)))
+    for name, at in out.get("at_bound", {}).items():
+        fixed.setdefault(name, f"{at['value']:g} (at its bound {at['bound']})")
     free -= set(fixed)
     degenerate = out.get("degenerate", {})
     _print_block(params, intervals, free, {**limits, **degenerate}, fixed)

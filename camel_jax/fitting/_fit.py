@@ -199,10 +199,15 @@ class FitResult(eqx.Module):
         if self.n_targets is None:
             return identifiability(self.law, self.inputs, self.y, self.weights, **common)
         return [
-            identifiability(jax.tree.map(lambda leaf: leaf[t], self.law), self.inputs, self.y[t], self.weights[t],
-                            **common)  # fmt: skip
-            for t in range(self.n_targets)
+            identifiability(law, self.inputs, self.y[t], self.weights[t], **common)
+            for t, law in enumerate(self.target_laws())
         ]
+
+    def target_laws(self) -> list[Any]:
+        """The best law of each target, unbatched (a list of one for a fit of one target)."""
+        if self.n_targets is None:
+            return [self.law]
+        return [jax.tree.map(lambda leaf: leaf[t], self.law) for t in range(self.n_targets)]
 
     def best_laws(self, k: int = 4) -> Any:
         """The k starts of lowest objective, converged starts first, as a batched law [k, ...]: warm starts for a
@@ -286,13 +291,13 @@ class FitResult(eqx.Module):
         """`degenerate`, one {name: why} per target (a list of one for a fit of one target)."""
         if self.n_targets is None:
             return [degenerate_parameters(self.law, self.inputs, self.y, self.weights)]
-        return [degenerate_parameters(jax.tree.map(lambda leaf: leaf[t], self.law), self.inputs, self.y[t],
-                                      self.weights[t]) for t in range(self.n_targets)]  # fmt: skip
+        return [degenerate_parameters(law, self.inputs, self.y[t], self.weights[t])
+                for t, law in enumerate(self.target_laws())]  # fmt: skip
 
     def _design_problems(self) -> list[str]:
         """What the design cannot determine (`design_problems`: too few points, sizes or mixtures for the law),
         and a fit whose stopping rule was float32's (see `FLOAT32_PROBLEM`)."""
-        one = self.law if self.n_targets is None else jax.tree.map(lambda leaf: leaf[0], self.law)
+        one = self.target_laws()[0]
         weights = np.asarray(self.weights)  # [P], or [T, P] for several targets: a point any target measures
         out = design_problems(one, self.inputs, weights if weights.ndim == 1 else weights.max(axis=0))
         if np.asarray(self.objectives).dtype == np.float32:
