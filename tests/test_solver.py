@@ -62,3 +62,30 @@ def test_bad_starts_are_refused_when_traced():
         minimise(quadratic, {"x": jnp.array(0.0), "z": jnp.array(1.0)}, 0.7)
     with pytest.raises(ValueError, match="T=2 problems"):
         minimise(quadratic, STARTS, jnp.ones(3), batched=True)
+
+
+@jax.custom_jvp
+def _phantom(y, c):
+    """0, with a derivative of c that no step can cash in: a stand-in for a gradient that working precision cannot
+    follow (a ratio of vanishing numbers)."""
+    return jnp.zeros_like(y)
+
+
+@_phantom.defjvp
+def _phantom_jvp(primals, tangents):
+    y, c = primals
+    return jnp.zeros_like(y), c * tangents[0]
+
+
+def test_a_stall_with_a_gradient_far_above_the_tolerance_is_stuck_not_converged():
+    """Starting at the minimum of (y - 1)^2 with a phantom slope c added to the gradient, no step lowers the
+    objective: with c = 1e-6 (ten times the tolerance, what working precision can hide) the start is STALLED and
+    counts as converged; with c = 1e3 it is STUCK, and does not."""
+    fn = lambda y, c: jnp.sum((y - 1.0) ** 2 + _phantom(y, c))  # noqa: E731
+    starts = jnp.ones((3, 1, 1))  # three problems, one start each, at y = 1
+    c = jnp.array([0.0, 1e-6, 1e3])
+    solution = minimise(fn, starts, c, FitOptions(), batched=True)
+    assert [Status(int(s)) for s in np.asarray(solution.status).ravel()] == [Status.CONVERGED, Status.STALLED,
+                                                                             Status.STUCK]  # fmt: skip
+    assert np.asarray(solution.converged).ravel().tolist() == [True, True, False]
+    assert not Status.STUCK.is_converged and Status.STUCK.label == "stuck"

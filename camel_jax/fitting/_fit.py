@@ -131,7 +131,8 @@ class FitResult(eqx.Module):
     - `objectives`, `converged`, `n_steps`, `grad_norm`, `status` [R]: per start. `status` holds `Status` codes
       (`Status(int(code))` names one): CONVERGED (gradient inf-norm <= tol), STALLED (no decrease beyond working
       precision: optimal to working precision), NONFINITE, MAX_STEPS, SLOW (L-BFGS alone, without the Newton
-      finish, stopped on slow progress). `converged` is CONVERGED or STALLED.
+      finish, stopped on slow progress), STUCK (no decrease, yet a gradient a million times the tolerance: a point
+      the solver cannot leave, not an optimum). `converged` is CONVERGED or STALLED.
     - `n_failed`: starts that ended non-finite (never chosen as best).
     - `inputs`, `y`, `weights`: the fitted data; `log_residuals`: how residuals were measured.
     - `names`: the mixture columns of `inputs[0]`, in order (None when unknown); tables are matched by them.

@@ -21,7 +21,9 @@ from jaxtyping import Array, Bool, Float, Int
 from ._options import Status
 
 # A lane's status codes, as plain ints inside traced code (see `Status`).
-RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS, SLOW = (int(s) for s in Status)
+RUNNING, CONVERGED, STALLED, NONFINITE, MAX_STEPS, SLOW = (
+    int(s) for s in (Status.RUNNING, Status.CONVERGED, Status.STALLED, Status.NONFINITE, Status.MAX_STEPS, Status.SLOW)
+)
 
 _ARMIJO_C1 = 1e-4
 _MEMORY = 10

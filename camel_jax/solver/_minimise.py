@@ -24,7 +24,7 @@ from . import _lbfgs as lbfgs
 from . import _newton as newton
 from ._implicit import implicit_solution
 from ._lanes import lane_width, polish_width, run_lanes
-from ._options import FitOptions, Status
+from ._options import STUCK_FACTOR, FitOptions, Status
 from ._shard import across_devices, padded
 
 
@@ -37,7 +37,7 @@ class Solution(eqx.Module):
     - `objectives`: `fn` at each end point; `n_steps`: the objective evaluations each start took (L-BFGS and
       Newton); `grad_norm`: the gradient's inf-norm there.
     - `status`: how each start ended, a `Status` code (`Status(int(code))` names it): CONVERGED, STALLED,
-      NONFINITE, MAX_STEPS or SLOW.
+      NONFINITE, MAX_STEPS, SLOW, or STUCK (stalled with a gradient above `STUCK_FACTOR` x `tol`: not a solution).
     - `best` [*T]: the index of each problem's best start (the lowest finite objective whose status is not
       NONFINITE).
     """
@@ -231,6 +231,8 @@ def _solve_lanes(
             mesh, solution, data,
         )  # fmt: skip
     solution = jax.tree.map(lambda leaf: leaf.reshape((T, R) + leaf.shape[1:]), solution)
+    stuck = (solution.status == Status.STALLED) & (solution.grad_norm > STUCK_FACTOR * tol[:, None])
+    solution = solution._replace(status=jnp.where(stuck, int(Status.STUCK), solution.status))
     finite = jnp.isfinite(solution.f) & (solution.status != Status.NONFINITE)
     best = jnp.argmin(jnp.where(finite, solution.f, jnp.inf), axis=-1)
     value = eqx.combine(jax.vmap(jax.vmap(unravel))(solution.x), static)
