@@ -166,8 +166,10 @@ def test_fit_options_are_checked_when_built_and_hashable():
 
 
 def test_status_names_every_code_the_solvers_return():
-    assert [s.label for s in cj.Status] == ["running", "converged", "stalled", "non-finite", "max steps", "slow"]
+    labels = ["running", "converged", "stalled", "non-finite", "max steps", "slow", "stuck"]
+    assert [s.label for s in cj.Status] == labels
     assert cj.Status.STALLED.is_converged and not cj.Status.MAX_STEPS.is_converged and not cj.Status.SLOW.is_converged
+    assert not cj.Status.STUCK.is_converged
     law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
     x = jnp.linspace(1.0, 3.0, 8)
     result = cj.fit(law, (x,), law(x), key=jax.random.key(0), restarts=3, options=cj.FitOptions(max_steps=3, polish=0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,8 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--domains", type=int, default=None, help=argparse.SUPPRESS)  # renamed: a one-line error
     fit.add_argument("--capacity-exponent", type=float, default=CAPACITY_EXPONENT,
                      help="tied CAMEL: capacity ~ M^c (default 3, the paper's scale index)")
+    fit.add_argument("--beta-max", type=float, default=None, help="bound the capacity exponents beta_i of "
+                     "camel and camel-data (default: unbounded); a beta at the bound is reported as such")  # fmt: skip
     fit.add_argument("--restarts", type=int, default=32)
     fit.add_argument("--max-steps", type=int, default=None, help="L-BFGS steps per start (default 1000; "
                      "FitOptions.max_steps): raise it when the best start stops at the step cap")  # fmt: skip
@@ -96,6 +99,7 @@ def _law_template(args: argparse.Namespace, table: _Table):
         size_scale=table.scale(table.size),
         tokens_scale=table.scale(table.tokens),
         tokens=table.tokens is not None,
+        **({} if getattr(args, "beta_max", None) is None else {"beta_max": args.beta_max}),
     )
 
 
@@ -197,6 +201,11 @@ def _check_counts(args: argparse.Namespace) -> None:
         raise UserError(f"--max-steps must be >= 1; got {args.max_steps}")
     if getattr(args, "polish", None) is not None and args.polish < 0:
         raise UserError(f"--polish must be >= 0 (0: no Newton steps); got {args.polish}")
+    beta_max = getattr(args, "beta_max", None)
+    if beta_max is not None and not (math.isfinite(beta_max) and beta_max > 0):
+        raise UserError(f"--beta-max must be a finite number > 0; got {beta_max}")
+    if beta_max is not None and args.law != "auto" and "beta_max" not in law_entry(args.law).takes:
+        raise UserError(f"--beta-max bounds the capacity exponents of camel and camel-data; {args.law} has none")
 
 
 def _run(args: argparse.Namespace) -> None:
