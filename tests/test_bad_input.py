@@ -411,6 +411,8 @@ CLI_CASES = {
     "restarts 0": (lambda f, t, p: ["fit", f / "runs.csv", "--restarts", "0", "--out", p / "fit"], "--restarts"),
     "max-steps 0": (lambda f, t, p: ["fit", f / "runs.csv", "--max-steps", "0", "--out", p / "fit"], "--max-steps must be >= 1"),
     "polish -1": (lambda f, t, p: ["fit", f / "runs.csv", "--polish=-1", "--out", p / "fit"], "--polish must be >= 0"),
+    "beta-max 0": (lambda f, t, p: ["fit", f / "runs.csv", "--beta-max", "0", "--out", p / "fit"], "--beta-max must be a finite number > 0"),
+    "beta-max on sodm": (lambda f, t, p: ["fit", f / "runs.csv", "--law", "sodm", "--beta-max", "3", "--out", p / "fit"], "sodm-additive has none"),
     "dml over several sizes": (lambda f, t, p: ["fit", f / "runs.csv", "--law", "dml", "--out", p / "fit"], "one model size"),
     "unwritable out": (lambda f, t, p: ["fit", f / "runs.csv", "--out", file_as_folder(f, t, p)], "not a writable folder"),
     "semicolon csv": (lambda f, t, p: ["fit", semicolon_csv(f, t, p), "--out", p / "fit"], "separated by ';'"),
@@ -676,7 +678,8 @@ def cli_fit(files, tmp_path_factory):
 
 def test_fit_solver_steps_are_flags_and_the_step_cap_advice_names_them(files, tmp_path, capsys):
     """`--max-steps` and `--polish` reach the fit and its saved file (what is not given stays the law's default), and
-    the advice of a fit stopped at the step cap names the flags a command-line user can act on."""
+    the advice of a fit stopped at the step cap names the flags a command-line user can act on; `--beta-max` bounds
+    the capacity exponents of the fitted law."""
     from camel_jax.cli._names import COMMAND_LINE_ADVICE
     from camel_jax.laws._base import UNCONVERGED_HINT
     from camel_jax.laws._camel_data import CAMELData
@@ -701,6 +704,12 @@ def test_fit_solver_steps_are_flags_and_the_step_cap_advice_names_them(files, tm
     capsys.readouterr()
     options = cj.load(tmp_path / "longer.npz").fit_options
     assert (options.max_steps, options.polish) == (1500, cj.FitOptions().polish)
+    argv = ["fit", str(folder / "runs.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "2",
+            "--resamples", "0", "--no-calibrate", "--beta-max", "2.5", "--out", str(tmp_path / "bounded")]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    law = cj.load(tmp_path / "bounded.npz").law
+    assert law.beta_max == 2.5 and np.all(np.asarray(law.beta) <= 2.5)
 
 
 def test_a_fit_file_names_its_columns_and_optimize_prints_named_weights(files, cli_fit, capsys):

@@ -205,7 +205,8 @@ def _check_counts(args: argparse.Namespace) -> None:
     if beta_max is not None and not (math.isfinite(beta_max) and beta_max > 0):
         raise UserError(f"--beta-max must be a finite number > 0; got {beta_max}")
     if beta_max is not None and args.law != "auto" and "beta_max" not in law_entry(args.law).takes:
-        raise UserError(f"--beta-max bounds the capacity exponents of camel and camel-data; {args.law} has none")
+        name = law_entry(args.law).name
+        raise UserError(f"--beta-max bounds the capacity exponents of camel and camel-data; {name} has none")
 
 
 def _run(args: argparse.Namespace) -> None:
