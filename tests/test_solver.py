@@ -89,3 +89,6 @@ def test_a_stall_with_a_gradient_far_above_the_tolerance_is_stuck_not_converged(
                                                                              Status.STUCK]  # fmt: skip
     assert np.asarray(solution.converged).ravel().tolist() == [True, True, False]
     assert not Status.STUCK.is_converged and Status.STUCK.label == "stuck"
+    # a tighter tol asks for more precision: a stall that the default would keep is not made stuck by it
+    tight = minimise(fn, starts, c, FitOptions(tol=1e-13), batched=True)
+    assert [Status(int(s)) for s in np.asarray(tight.status).ravel()][1:] == [Status.STALLED, Status.STUCK]

@@ -48,10 +48,12 @@ class Status(enum.IntEnum):
         return self in (Status.CONVERGED, Status.STALLED)
 
 
-# A stalled start whose gradient inf-norm exceeds this many times its tolerance is STUCK, not STALLED. The tolerance
-# is what residuals of 1e-10 (relative) exert; a million times it, the gradient of 1e-4 residuals, is a first-order
-# change that working precision cannot hide. Stalls seen on real tables: 1.3 to 3.5e4 x tol on CAMELData (dmsl,
-# 3Mix, 5Mix), 1.4 to 922 on camel-mixture, and two at 6e8 and 9e8 where a dataset's column had fallen to 1e-34.
+# A stalled start whose gradient inf-norm exceeds this many times its tolerance (the default tolerance, when a
+# tighter `tol` is asked for) is STUCK, not STALLED. The default tolerance is what residuals of 1e-10 (relative)
+# exert; a million times it, the gradient of 1e-4 residuals, is a first-order change that working precision cannot
+# hide. (A fit asked for tol=1e-13 stalls at its precision, far above that tol: not stuck.) Stalls seen on real
+# tables: 1.3 to 3.5e4 x tol on CAMELData (dmsl, 3Mix, 5Mix), 1.4 to 922 on camel-mixture, and two at 6e8 and 9e8
+# where a dataset's column had fallen to 1e-34.
 STUCK_FACTOR = 1e6
 
 
