@@ -90,9 +90,9 @@ from jaxtyping import Array, ArrayLike
 from .._progress import progress_bar
 from .._warn import user_stacklevel
 from ..data._checks import DESIGN_WARNINGS
-from ..laws._base import UNCONVERGED_HINT, count, n_free_parameters
-from ..solver._options import FitOptions, Status
-from ._fit import FitResult, FitWarning, fit, from_data, is_mixture_data, resolve_options
+from ..laws._base import count, n_free_parameters
+from ..solver._options import FitOptions
+from ._fit import FitResult, FitWarning, fit, from_data, is_mixture_data, resolve_options, unconverged_hint
 from ._resample import resample_weights
 from ._student import t_quantile
 
@@ -418,7 +418,7 @@ def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, re
             warnings.simplefilter("ignore", FitWarning)  # its rows are resamples, not targets: counted below
             boot = fit(law, arrays, targets, weights=Wb, key=jax.random.fold_in(key, 1), restarts=restarts,
                        inits=start, options=options, devices=devices)  # fmt: skip
-        unconverged += int((~np.isin(np.asarray(boot.best_status), [Status.CONVERGED, Status.STALLED])).sum())
+        unconverged += boot._unconverged()[1].size
         pred.append(np.asarray(jax.vmap(lambda f: f(*arrays))(boot.law)).reshape(T, n_resamples, P))
     if progress:
         progress_bar(len(keeps), len(keeps), "calibration", "folds")
@@ -427,7 +427,7 @@ def _fold_fits(law, arrays, Y, W0, size, keeps, n_resamples, restarts, inits, re
         warnings.warn(FitWarning(
             f"calibration: the best start of {unconverged} of {total} fold fits ({len(keeps)} folds x {T} targets x "
             f"{n_resamples} resamples) did not converge: the extrapolation error is estimated partly from where they "
-            f"stopped; {getattr(law, 'unconverged_hint', lambda: UNCONVERGED_HINT)()}", unconverged, total),
+            f"stopped; {unconverged_hint(law)}", unconverged, total),
             stacklevel=user_stacklevel())  # fmt: skip
     return np.stack(pred)
 

@@ -105,6 +105,12 @@ FLOAT32_PROBLEM = (
 )
 
 
+def unconverged_hint(law: Any) -> str:
+    """What an unconverged start of `law` calls for (`AbstractLaw.unconverged_hint`; the general advice for a
+    user's law without it)."""
+    return getattr(law, "unconverged_hint", lambda: UNCONVERGED_HINT)()
+
+
 class FitWarning(UserWarning):
     """Warned by `fit` when its answer is unreliable: one warning per sentence of `FitResult.problems()`.
 
@@ -247,7 +253,7 @@ class FitResult(eqx.Module):
                 else f"the best start of {unconverged.size} of {best.size} targets (rows {unconverged[:10].tolist()})"
             )
             labels = sorted({Status(int(code)).label for code in best[unconverged]})
-            hint = getattr(self.law, "unconverged_hint", lambda: UNCONVERGED_HINT)()  # a user's law may not have it
+            hint = unconverged_hint(self.law)
             out.append(
                 f"{which} did not converge ({', '.join(labels)}): its parameters are not an optimum of the objective; "
                 f"{hint}"
