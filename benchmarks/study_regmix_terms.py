@@ -28,17 +28,12 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import camel_jax as cj  # noqa: E402
+from camel_jax.experiments._observed import spearman  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import shared_data  # noqa: E402
 
 LIGHTGBM = {"pile_cc": 0.989}  # RegMix's published figure for Pile-CC; its range over the losses is 0.969-0.998
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation (no ties in continuous predictions and losses)."""
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def _tables(n_targets: int | None):
@@ -72,7 +67,7 @@ def _one_k(k: int, fit_data, test_data, losses, args) -> None:
     order = np.argsort(np.asarray(result.objectives), axis=-1)
     for t, loss in enumerate(losses):
         name = loss.removesuffix("_val_loss")
-        rho = _spearman(predicted[t], y[t])
+        rho = spearman(predicted[t], y[t])
         mape = 100 * np.mean(np.abs(predicted[t] / y[t] - 1))
         print(f"| {name} | {rho:.4f} | {mape:.3f} | {cj.Status(int(best[t])).name} | "
               f"{int(converged[t].sum())}/{status.shape[-1]} | {grad[t, order[t, 0]]:.1e} | "
