@@ -205,6 +205,19 @@ def test_the_whole_simplex_only_when_asked_with_a_warning_naming_each_share(cli_
     assert "outside" in wide.decision.reason
 
 
+def test_an_ascent_short_of_its_optimum_is_a_problem_of_the_decision(cli_fit):
+    """A pick whose ascent stopped at its step cap is not passed as the optimum: the decision's problems say so,
+    for the pick and for the resamples its band rests on (one polish step and no Adam: no start gets there)."""
+    folder, ref, _ = cli_fit
+    fitted = cj.load(folder / "fit.npz")
+    cut = cj.mixture.AscentOptions(adam_steps=0, polish_steps=1, max_polish_steps=1)
+    short = cj.decide_loss(fitted, key=jax.random.key(0), size=20.0, reference=ref, restarts=2, ascent=cut)
+    assert any(p.startswith("the ascent to the pick stopped short of its optimum") for p in short.problems)
+    assert any(p.startswith("the ascent of 8 of 8 resamples stopped short") for p in short.problems)
+    full = cj.decide_loss(fitted, key=jax.random.key(0), size=20.0, reference=ref, restarts=RESTARTS)
+    assert not any("stopped short" in p for p in full.problems)
+
+
 def test_predict_gives_the_saved_band_and_its_coverage(cli_fit, capsys):
     folder, _, table = cli_fit
     capsys.readouterr()

@@ -45,7 +45,7 @@ class World:
         self.chain = jax.jit(self._chain)
 
     def fit(self, Y, w):
-        return cj.fit_arrays(self.template, (self.r, self.M), Y, w, key=KEY, inits=self.warm, options=TIGHT)
+        return cj.fit_arrays(self.template, (self.r, self.M), Y, weights=w, key=KEY, inits=self.warm, options=TIGHT)
 
     def pipeline(self, fit):
         laws = {b: jax.tree.map(lambda a, t=t: a[t], fit.law) for t, b in enumerate(self.benchmarks)}

@@ -57,6 +57,33 @@ def test_infeasible_bounds_raise_before_compute(kwargs, message):
         cj.optimal_mixture(lambda r: jnp.sum(r), 3, key=jax.random.key(0), **kwargs)
 
 
+def ill_conditioned(r):
+    """-sum c_j (r_j - a_j)^2 with curvatures 1e-2 to 300: its maximum on the simplex has r_2 = r_3 = 0."""
+    c, a = jnp.array([1.0, 300.0, 1e-2, 3.0]), jnp.array([0.7, 0.35, 0.2, -0.25])
+    return -jnp.sum(c * (r - a) ** 2)
+
+
+def test_the_polish_runs_to_its_kkt_rule_not_to_a_count():
+    """On a face of an ill-conditioned score the projected-gradient polish needs several hundred steps: it keeps
+    going past `polish_steps` until the best start meets its KKT rule; capped at 100 (the old fixed count) it stops
+    far off (r_0 0.41 where the optimum has 0.65), and says so (`converged` False) rather than pass it as optimal."""
+    r0 = (195.7 / 301)  # KKT on the face {r_0 + r_1 = 1}: r_0 - 0.7 = 300 (r_1 - 0.35)
+    optimum = np.array([r0, 1 - r0, 0.0, 0.0])
+    # r_2 and r_3 stay at 0: their pulls 2 c_j a_j (0.004; -1.5) are below the face's multiplier 2 (0.7 - r_0)
+    assert 2 * 1e-2 * 0.2 < 2 * (0.7 - r0)
+    ascent = cj.mixture.AscentOptions(adam_steps=0)
+    result = cj.optimal_mixture(ill_conditioned, 4, key=jax.random.key(0), restarts=4, ascent=ascent)
+    assert bool(result.converged)
+    np.testing.assert_allclose(result.r, optimum, atol=1e-7)
+    capped = cj.mixture.AscentOptions(adam_steps=0, max_polish_steps=100)
+    with pytest.warns(UserWarning, match="the ascent to the pick stopped short of its optimum"):
+        short = cj.optimal_mixture(ill_conditioned, 4, key=jax.random.key(0), restarts=4, ascent=capped)
+    assert not bool(np.any(short.starts_converged)) and not bool(short.converged)
+    assert float(np.max(np.abs(np.asarray(short.r) - optimum))) > 0.05
+    with pytest.raises(ValueError, match=r"max_polish_steps` \(50\) must be >= `polish_steps` \(100\)"):
+        cj.mixture.AscentOptions(max_polish_steps=50)
+
+
 def test_ascent_matches_dense_grid_search_for_three_datasets():
     rng = np.random.default_rng(0)
     A = rng.normal(size=(3, 3))

@@ -13,7 +13,7 @@ import pytest
 import camel_jax as cj
 from camel_jax import simulate
 from camel_jax.fitting._units import data_units, starts_in_data_units
-from camel_jax.mixture._optimize import _Ascent, best_start
+from camel_jax.mixture._optimize import best_start
 
 # (loss unit, size unit) pairs against (1, 1): a loss in micro-units and in mega-units, sizes in billions
 UNITS = [(1e6, 1.0), (1e-6, 1.0), (1.0, 1e9)]
@@ -51,7 +51,7 @@ def flat_optimum_law():
 def ascent_pick(law, size, scale):
     """The mixture `optimal_mixture`'s ascent reaches on law's loss in units `scale` (8 starts; one compiled
     program for every scale), and its converged flag."""
-    steps = _Ascent(jnp.zeros(5), jnp.ones(5), 100, 100, 0.1, False)
+    steps = cj.mixture.AscentOptions().steps(np.zeros(5), np.ones(5))
     z0 = 0.5 * jax.random.normal(jax.random.key(0), (8, 5))
     r, value, _, converged = steps.ascend(ScaledLoss(law, size, scale), z0)
     best = best_start(value)

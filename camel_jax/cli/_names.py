@@ -31,6 +31,8 @@ EXPORT_FORMATS = {
 COMMAND_LINE_ADVICE = {
     "raise FitOptions(max_steps=..., polish=...)": "refit with more steps (camel-jax fit --max-steps, --polish)",
     "raise FitOptions(polish=...)": "refit with more Newton steps (camel-jax fit --polish)",
+    "raise AscentOptions(max_polish_steps=...) or restarts": "decide from Python with more ascent steps "
+    "(cj.mixture.decide_loss(..., ascent=AscentOptions(max_polish_steps=...)))",
 }
 
 

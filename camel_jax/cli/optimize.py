@@ -191,7 +191,9 @@ def _decide_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], ke
                                    **{k: v for k, v in bounds.items() if k != "reference"})  # fmt: skip
     except ValueError as error:
         raise UserError(str(error).splitlines()[0]) from None
-    say_problems(args.saved, decision.problems[len(saved.problems()):], "bootstrap")  # the fit's own were said first
+    said_of_boot = () if saved.bootstrap is None else tuple(saved.bootstrap.problems())
+    for problem in decision.problems[len(saved.problems()):]:  # the fit's own were said first
+        say_problems(args.saved, [problem], "bootstrap" if problem in said_of_boot else "search")
     for warning in caught:
         print(f"warning: {for_command_line(str(warning.message))}")
     for line in loss_lines(decision):
@@ -361,3 +363,4 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     )
     print(decision.line())
     return result
+

@@ -51,7 +51,15 @@ from ..fitting._fit import FitResult, evaluate
 from ..laws._base import count
 from ._decide import VERDICTS, Decision, _outside
 from ._objective import target_weights
-from ._optimize import AscentOptions, _Ascent, _bounds, _reference_mixture, best_start, check_model_size
+from ._optimize import (
+    AscentOptions,
+    _Ascent,
+    _bounds,
+    _reference_mixture,
+    ascent_problems,
+    best_start,
+    check_model_size,
+)
 
 SUPPORT_MARGIN = 0.25
 """The default support region's margin: each share's trained range is widened by this fraction of itself on each
@@ -157,13 +165,14 @@ def objective_of(law: Any, r: Array, inputs: tuple[Array, ...], weights: Array, 
 @eqx.filter_jit
 def _optima(laws: Any, weights: Array, inputs: tuple[Array, ...], several: bool, z0: Array, ascent: _Ascent):
     """The optimum of every law of a batch (the point fit and its resamples): mixtures [B, n] and objectives [B],
-    in one program. The ascent's best start, without the implicit derivatives `optimal_mixture` also builds."""
+    in one program, and whether each reached its KKT point [B]. The ascent's best start, without the implicit
+    derivatives `optimal_mixture` also builds."""
 
-    def one(law: Any) -> tuple[Array, Array]:
+    def one(law: Any) -> tuple[Array, Array, Array]:
         f = _LossObjective(law, weights, inputs, several)
-        r, value, _, _ = ascent.ascend(f, z0)
+        r, value, _, converged = ascent.ascend(f, z0)
         best = best_start(value)
-        return r[best], -value[best]
+        return r[best], -value[best], converged[best]
 
     return jax.vmap(one)(laws)
 
@@ -302,7 +311,8 @@ def decide_loss(
     d_low, d_high, t_low, t_high = data_support(result)
     boot = result.bootstrap if bootstrap is None else bootstrap
     cal = result.calibration if calibration is None else calibration
-    found, values, rest, wj, k_draw = _search(result, boot, key, n, lo, hi, inputs, w, several, restarts, ascent)
+    found, values, reached, rest, wj, k_draw = _search(result, boot, key, n, lo, hi, inputs, w, several, restarts,
+                                                       ascent)  # fmt: skip
     pick, value = found[0], float(values[0])
     names = tuple(result.names) if result.names is not None else tuple(f"dataset {j}" for j in range(n))
     outside = _outside_trained(pick, t_low, t_high, names)
@@ -312,6 +322,7 @@ def decide_loss(
     beyond_terms = _outside_term_support(result, pick)  # inside the shares' region, where a term was never measured
     outside += [beyond_terms] if beyond_terms else []
     problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
+    problems += ascent_problems(reached)
     optima, band = _optima_band(found, n, level)
     ref_value = np.nan
     decision = None
@@ -345,8 +356,7 @@ def _search(result, boot, key, n, lo, hi, inputs, w, several, restarts, ascent):
     """The optimum in the region [lo, hi] of the point fit and of every finite resample: (mixtures [1 + B, n],
     objectives [1 + B], the other inputs as arrays, the objective's weights as an array, the key for the draws)."""
     ascent = AscentOptions() if ascent is None else ascent
-    steps = _Ascent(jnp.asarray(lo), jnp.asarray(hi), ascent.adam_steps, ascent.polish_steps,
-                    float(ascent.learning_rate), bool(np.any(lo > 0) or np.any(hi < 1)))  # fmt: skip
+    steps = ascent.steps(lo, hi)
     k_start, k_draw = jax.random.split(key)
     z0 = 0.5 * jax.random.normal(k_start, (restarts, n))
     rest = tuple(jnp.asarray([x]) for x in inputs)
@@ -355,8 +365,9 @@ def _search(result, boot, key, n, lo, hi, inputs, w, several, restarts, ascent):
     if boot is not None:  # the point fit and every resample: one program
         resampled = jax.tree.map(lambda leaf: leaf[boot.finite()], boot.laws)
         laws = jax.tree.map(lambda a, b: jnp.concatenate([a, b.astype(a.dtype)]), laws, resampled)
-    found, values = (np.asarray(x) for x in _optima(laws, wj, rest, several, z0, steps))
-    return found, values, rest, wj, k_draw
+    found, values, reached = (np.asarray(x) for x in _optima(laws, wj, rest, several, z0, steps))
+    return found, values, reached, rest, wj, k_draw
+
 
 
 def _optima_band(found: np.ndarray, n: int, level: float) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:

@@ -166,19 +166,36 @@ class AscentOptions:
     """The ascent of `optimal_mixture` (frozen; checked when built; a new value compiles anew).
 
     **Fields**: `adam_steps` (>= 0), Adam steps on the softmax logits; `polish_steps` (>= 0), projected-gradient
-    steps on the bounded simplex after them; `learning_rate` (> 0), Adam's step size.
+    steps on the bounded simplex after them, always taken (past the KKT rule they settle the weights to rounding,
+    which their implicit derivative needs); `max_polish_steps` (>= `polish_steps`; None: 10 x `polish_steps`), the
+    most polish steps while the best start is not yet at its KKT point: the pick's polish stops on its own
+    rule, not on a count (a pick on a flat face, a share at 0, needed ~300-1000 steps); `learning_rate` (> 0),
+    Adam's step size.
     """
 
     adam_steps: int = 100
     polish_steps: int = 100
     learning_rate: float = 0.1
+    max_polish_steps: int | None = None
 
     def __post_init__(self) -> None:
         count(self.adam_steps, "AscentOptions.adam_steps", least=0)
         count(self.polish_steps, "AscentOptions.polish_steps", least=0)
+        if self.max_polish_steps is not None:
+            count(self.max_polish_steps, "AscentOptions.max_polish_steps", least=0)
+            if self.max_polish_steps < self.polish_steps:
+                raise ValueError(f"`AscentOptions.max_polish_steps` ({self.max_polish_steps}) must be >= "
+                                 f"`polish_steps` ({self.polish_steps})")  # fmt: skip
         rate = self.learning_rate
         if isinstance(rate, bool) or not (isinstance(rate, float | int) and np.isfinite(rate) and rate > 0):
             raise ValueError(f"`AscentOptions.learning_rate` must be a finite number > 0; got {rate!r}")
+
+    def steps(self, lower: ArrayLike, upper: ArrayLike) -> _Ascent:
+        """The ascent on the bounded simplex [lower, upper] with these settings."""
+        lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+        most = 10 * self.polish_steps if self.max_polish_steps is None else self.max_polish_steps
+        return _Ascent(jnp.asarray(lo), jnp.asarray(hi), self.adam_steps, self.polish_steps, most,
+                       float(self.learning_rate), bool(np.any(lo > 0) or np.any(hi < 1)))  # fmt: skip
 
 
 class _Ascent(eqx.Module):
@@ -188,6 +205,7 @@ class _Ascent(eqx.Module):
     upper: Array
     adam_steps: int = eqx.field(static=True)
     polish_steps: int = eqx.field(static=True)
+    max_polish_steps: int = eqx.field(static=True)
     learning_rate: float = eqx.field(static=True)
     bounded: bool = eqx.field(static=True)
 
@@ -210,45 +228,59 @@ class _Ascent(eqx.Module):
         return self.to_mixture(z)
 
     def polish(self, f: Callable[[Array], Array], r: Array) -> tuple[Array, Array, Array, Array]:
-        """Projected-gradient ascent with a carried Armijo step to a KKT point: (r, value, KKT residual,
-        converged). Once f's gains are below its rounding, a step that keeps f to rounding and lowers the KKT
-        residual is still taken: the weights then settle to rounding, which their implicit derivative (and a
-        finite-difference check of it) needs."""
-        value_grad = jax.value_and_grad(f)
+        """Projected-gradient ascent with a carried Armijo step from every start r [S, n] to a KKT point: (r, value,
+        KKT residual, converged), each per start. Once f's gains are below its rounding, a step that keeps f to
+        rounding and lowers the KKT residual is still taken: the weights then settle to rounding, which their
+        implicit derivative (and a finite-difference check of it) needs. `polish_steps` steps always; then more
+        while the best start is short of its KKT rule, up to `max_polish_steps` (the loop follows the best start,
+        so a slow start that will not be the pick does not hold the others, nor a batch of resamples, to the cap)."""
+        value_grad = jax.vmap(jax.value_and_grad(f))
         slack = 1e3 * jnp.finfo(r.dtype).eps
 
-        def step(_, carry):
-            r, value, grad, size = carry
-            trial = project_capped_simplex(r + size * grad, self.lower, self.upper)
+        def running(carry):
+            i, (r, value, grad, _) = carry
+            best = best_start(value)
+            return (i < self.polish_steps) | ((i < self.max_polish_steps) & ~self.at_kkt(r[best], value[best],
+                                                                                         grad[best]))  # fmt: skip
+
+        def step(carry):
+            i, (r, value, grad, size) = carry
+            trial = jax.vmap(lambda r, grad, size: project_capped_simplex(r + size * grad, self.lower, self.upper))(
+                r, grad, size)  # fmt: skip
             trial_value, trial_grad = value_grad(trial)
             rounding = slack * jnp.abs(value)  # a change below it is no evidence: the KKT residual decides
-            rises = (trial_value >= value + 1e-4 * jnp.vdot(grad, trial - r)) & (trial_value > value + rounding)
-            settles = (trial_value >= value - rounding) & (self.kkt(trial, trial_grad) < self.kkt(r, grad))
+            kkt = jax.vmap(self.kkt)
+            armijo = trial_value >= value + 1e-4 * jnp.sum(grad * (trial - r), axis=-1)
+            rises = armijo & (trial_value > value + rounding)
+            settles = (trial_value >= value - rounding) & (kkt(trial, trial_grad) < kkt(r, grad))
             ok = jnp.isfinite(trial_value) & (rises | settles)
-            return (
-                jnp.where(ok, trial, r),
+            return i + 1, (
+                jnp.where(ok[:, None], trial, r),
                 jnp.where(ok, trial_value, value),
-                jnp.where(ok, trial_grad, grad),
+                jnp.where(ok[:, None], trial_grad, grad),
                 jnp.where(ok, jnp.minimum(size * 2.0, 1e6), size * 0.5),  # bounded: a linear f accepts every step
             )
 
         value, grad = value_grad(r)
-        r, value, grad, _ = jax.lax.fori_loop(0, self.polish_steps, step, (r, value, grad, jnp.ones((), r.dtype)))
-        kkt = self.kkt(r, grad)
-        # Converged: a KKT residual below sqrt(eps) of the gradient's size (1.5e-8 in float64; the polish gets to
-        # rounding), where the implicit derivative is exact to about that order; a start short of it gets NaN
-        # derivatives (DerivativeStatus.NOT_CONVERGED).
+        start = (jnp.zeros((), jnp.int32), (r, value, grad, jnp.ones(value.shape, r.dtype)))
+        _, (r, value, grad, _) = jax.lax.while_loop(running, step, start)
+        return r, value, jax.vmap(self.kkt)(r, grad), jax.vmap(self.at_kkt)(r, value, grad)
+
+    def at_kkt(self, r: Array, value: Array, grad: Array) -> Array:
+        """Converged: a KKT residual below sqrt(eps) of the gradient's size (1.5e-8 in float64; the polish gets to
+        rounding), where the implicit derivative is exact to about that order; a start short of it gets NaN
+        derivatives (DerivativeStatus.NOT_CONVERGED)."""
         size = jnp.maximum(jnp.max(jnp.abs(grad)), jnp.finfo(r.dtype).tiny)
-        return r, value, kkt, jnp.isfinite(value) & (kkt <= jnp.sqrt(jnp.finfo(r.dtype).eps) * size)
+        return jnp.isfinite(value) & (self.kkt(r, grad) <= jnp.sqrt(jnp.finfo(r.dtype).eps) * size)
 
     def ascend(self, f: Callable[[Array], Array], z0: Array) -> tuple[Array, Array, Array, Array]:
-        """Adam then the polish from every start [S, n] (vmapped): (r, value, KKT residual, converged) of each. The
+        """Adam (vmapped) then the polish from every start [S, n]: (r, value, KKT residual, converged) of each. The
         ascent climbs f divided by its typical size at the starts (`score_unit`), so that its steps, Adam's epsilon
         and the KKT rule read the same numbers whatever units f is in (a loss in nats or in micro-nats: issue 56);
         the values returned are f's own."""
         unit = score_unit(f, jax.vmap(self.to_mixture)(z0))
         g = lambda r: f(r) / unit  # noqa: E731
-        r, value, kkt, converged = jax.vmap(lambda z: self.polish(g, self.adam(g, z)))(z0)
+        r, value, kkt, converged = self.polish(g, jax.vmap(lambda z: self.adam(g, z))(z0))
         return r, value * unit, kkt, converged
 
     def kkt(self, r: Array, grad: Array) -> Array:
@@ -355,7 +387,7 @@ def robust_mixtures(
     q = None if robust == "mean" else jnp.asarray(_quantile_level(robust))
     n = pipelines.n_datasets
     lo, hi = _bounds(n, None, None, reference if max_shift is not None else None, max_shift)
-    ascent = _Ascent(jnp.asarray(lo), jnp.asarray(hi), 100, 100, 0.1, bool(np.any(lo > 0) or np.any(hi < 1)))
+    ascent = AscentOptions().steps(lo, hi)
     size = jnp.asarray([check_model_size(model_size)])
     return _solve_robust_each(pipelines, size, q, 0.5 * jax.random.normal(key, (restarts, n)), ascent)
 
@@ -445,11 +477,10 @@ def optimal_mixture(
     f, per_resample = _score_of(score, model_size, robust)
     if not isinstance(f, eqx.Module):
         _check_score(f, n_datasets, jnp.result_type(float))
-    bounded = bool(np.any(lo > 0) or np.any(hi < 1))
-    steps = _Ascent(jnp.asarray(lo), jnp.asarray(hi), ascent.adam_steps, ascent.polish_steps,
-                    float(ascent.learning_rate), bounded)  # fmt: skip
+    steps = ascent.steps(lo, hi)
     result = _solve(f, 0.5 * jax.random.normal(key, (restarts, n_datasets)), steps, per_resample)
     _check_finite_value(result)
+    _warn_unconverged(result)
     if not (verdict and robust is not None):
         return result
     return _with_decision(result, cast(Pipeline, score), reference, cast(float, model_size), key, calibration,
@@ -534,6 +565,34 @@ def _check_finite_value(result: MixtureResult) -> None:
             + (f" (resample {int(np.argmax(np.ravel(dead)))})" if np.ndim(dead) else "")
             + ": no mixture can be chosen; check what the score returns, e.g. score(jnp.full(n, 1 / n))"
         )
+
+
+def ascent_problems(reached: np.ndarray) -> tuple[str, ...]:
+    """The ascents that stopped at `AscentOptions.max_polish_steps` short of their KKT point: the pick's (first) is
+    then not an optimum of the objective; a resample's moves the band."""
+    said = []
+    if not reached[0]:
+        said.append("the ascent to the pick stopped short of its optimum (KKT point): the pick is not an optimum of "
+                    "the objective; raise AscentOptions(max_polish_steps=...) or restarts")  # fmt: skip
+    late = int(np.sum(~reached[1:]))
+    if late:
+        said.append(f"the ascent of {late} of {reached.size - 1} resamples stopped short of its optimum: the "
+                    "pick's band rests on them")  # fmt: skip
+    return tuple(said)
+
+
+def _warn_unconverged(result: MixtureResult) -> None:
+    """Warn when the pick (or a resample's) stopped short of its KKT point (a traced result is left as it is)."""
+    converged = result.converged
+    if converged is None or isinstance(converged, jax.core.Tracer):
+        return
+    reached = np.ravel(np.asarray(converged, bool))
+    if reached.size == 1:
+        problems = ascent_problems(reached)
+    else:  # one pick per resample: said as the resamples' (the first slot is the pick's, here a resample's too)
+        problems = ascent_problems(np.concatenate([[True], reached]))
+    for problem in problems:
+        warnings.warn(problem, stacklevel=user_stacklevel())
 
 
 def _check_reference(reference: Any, max_shift: Any, verdict: bool) -> None:
