@@ -258,6 +258,26 @@ def test_cli_caps_math_at_two_percent_beside_the_unconstrained_pick(saved_fit, c
     assert [s["max_repetition_ratio"] for s in sources] == [4.0] * 3
 
 
+def test_the_exports_provenance_carries_the_problems_the_mixture_rests_on(saved_fit):
+    """The files an export writes name what the mixture rests on: a loss decision's problems (its fit's, its
+    bootstrap's, its ascent's) when it has them, else an optimizer result's ascent that stopped short."""
+    from types import SimpleNamespace
+
+    from camel_jax.cli._export import _provenance
+
+    path, _, _ = saved_fit
+    saved, args = cj.load(path), SimpleNamespace(saved=str(path), size=None, tokens=None)
+    clean = SimpleNamespace(r=np.full(3, 1 / 3), value=-1.0, decision=None, converged=np.array(True))
+    assert "problems" not in _provenance(saved, args, clean)
+    short = SimpleNamespace(r=np.full(3, 1 / 3), value=-1.0, decision=None, converged=np.array([True, False, False]))
+    assert _provenance(saved, args, short)["problems"] == [
+        "the ascent of 2 of 3 resamples stopped short of its optimum: the pick's band rests on them"
+    ]
+    said = ("the best start did not converge (max steps)", "the ascent to the pick stopped short of its optimum")
+    loss = SimpleNamespace(r=np.full(3, 1 / 3), value=-1.0, decision=None, problems=said)
+    assert _provenance(saved, args, loss)["problems"] == list(said)
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

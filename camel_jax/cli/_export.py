@@ -312,9 +312,11 @@ def _batched_pipeline(saved: Any, args: argparse.Namespace) -> Any:
 
 def _provenance(saved: Any, args: argparse.Namespace, result: Any) -> dict[str, Any]:
     """Where the mixture comes from: the saved file, its fit's hash and law, the target, the predicted value (and
-    its band where the verdict gives one), and the fit's problems, if any."""
+    its band where the verdict gives one), and the problems it rests on, if any: the fit's, and the decision's or
+    the ascent's."""
     from ..fitting._fit import FitResult
     from ..io._save import _fit_hash
+    from ..mixture._optimize import result_ascent_problems
 
     fitted = _training_data(saved)
     out: dict[str, Any] = {"saved": str(args.saved), "kind": type(saved).__name__}
@@ -329,7 +331,11 @@ def _provenance(saved: Any, args: argparse.Namespace, result: Any) -> dict[str, 
     if result.decision is not None:
         out |= {"predicted_low": result.decision.value_low, "predicted_high": result.decision.value_high,
                 "level": result.decision.level}  # fmt: skip
-    problems = fitted.problems() if fitted is not None and fitted.status is not None else []
+    problems = list(fitted.problems()) if fitted is not None and fitted.status is not None else []
+    if getattr(result, "problems", None) is not None:  # a loss decision's: its fit's, bootstrap's and ascent's
+        problems = list(result.problems)
+    else:  # an optimizer's result: its ascent's
+        problems += result_ascent_problems(getattr(result, "converged", None))
     if problems:
         out["problems"] = list(problems)
     return out

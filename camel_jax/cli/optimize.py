@@ -212,8 +212,9 @@ def _loss_result(decision: Any, recommended: bool) -> Any:
     """A loss decision as the exports read an optimizer's result: the mixture (`recommended`: the one the verdict
     recommends, else the pick) and its value, the negated predicted objective (the optimizer maximizes it)."""
     if recommended and decision.reference is not None and not np.array_equal(decision.recommended, decision.mixture):
-        return SimpleNamespace(r=decision.recommended, value=-decision.reference_value, decision=None)
-    return SimpleNamespace(r=decision.mixture, value=-decision.value, decision=None)
+        return SimpleNamespace(r=decision.recommended, value=-decision.reference_value, decision=None,
+                               problems=decision.problems)  # fmt: skip
+    return SimpleNamespace(r=decision.mixture, value=-decision.value, decision=None, problems=decision.problems)
 
 
 def _free_loss_pick(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], key: Any) -> Any:

@@ -583,16 +583,19 @@ def ascent_problems(reached: np.ndarray) -> tuple[str, ...]:
 
 def _warn_unconverged(result: MixtureResult) -> None:
     """Warn when the pick (or a resample's) stopped short of its KKT point (a traced result is left as it is)."""
-    converged = result.converged
-    if converged is None or isinstance(converged, jax.core.Tracer):
+    if isinstance(result.converged, jax.core.Tracer):
         return
-    reached = np.ravel(np.asarray(converged, bool))
-    if reached.size == 1:
-        problems = ascent_problems(reached)
-    else:  # one pick per resample: said as the resamples' (the first slot is the pick's, here a resample's too)
-        problems = ascent_problems(np.concatenate([[True], reached]))
-    for problem in problems:
+    for problem in result_ascent_problems(result.converged):
         warnings.warn(problem, stacklevel=user_stacklevel())
+
+
+def result_ascent_problems(converged: Any) -> tuple[str, ...]:
+    """`ascent_problems` of a `MixtureResult`'s `converged`: one pick, or one per resample (said as the
+    resamples')."""
+    if converged is None:
+        return ()
+    reached = np.ravel(np.asarray(converged, bool))
+    return ascent_problems(reached if reached.size == 1 else np.concatenate([[True], reached]))
 
 
 def _check_reference(reference: Any, max_shift: Any, verdict: bool) -> None:
