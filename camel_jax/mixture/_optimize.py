@@ -198,6 +198,14 @@ class AscentOptions:
                        float(self.learning_rate), bool(np.any(lo > 0) or np.any(hi < 1)))  # fmt: skip
 
 
+def at_kkt(value: Array, grad: Array, residual: Array) -> Array:
+    """Converged: a KKT `residual` (`_Ascent.kkt`) below sqrt(eps) of the gradient's size (1.5e-8 in float64; the
+    polish gets to rounding), where the implicit derivative is exact to about that order; a start short of it gets
+    NaN derivatives (DerivativeStatus.NOT_CONVERGED)."""
+    size = jnp.maximum(jnp.max(jnp.abs(grad)), jnp.finfo(grad.dtype).tiny)
+    return jnp.isfinite(value) & (residual <= jnp.sqrt(jnp.finfo(grad.dtype).eps) * size)
+
+
 class _Ascent(eqx.Module):
     """The ascent's settings (static: a new setting compiles anew) and bounds (traced)."""
 
@@ -235,43 +243,37 @@ class _Ascent(eqx.Module):
         while the best start is short of its KKT rule, up to `max_polish_steps` (the loop follows the best start,
         so a slow start that will not be the pick does not hold the others, nor a batch of resamples, to the cap)."""
         value_grad = jax.vmap(jax.value_and_grad(f))
+        kkt = jax.vmap(self.kkt)
         slack = 1e3 * jnp.finfo(r.dtype).eps
 
         def running(carry):
-            i, (r, value, grad, _) = carry
+            i, (_, value, grad, res, _) = carry
             best = best_start(value)
-            return (i < self.polish_steps) | ((i < self.max_polish_steps) & ~self.at_kkt(r[best], value[best],
-                                                                                         grad[best]))  # fmt: skip
+            return (i < self.polish_steps) | ((i < self.max_polish_steps) & ~at_kkt(value[best], grad[best], res[best]))
 
         def step(carry):
-            i, (r, value, grad, size) = carry
+            i, (r, value, grad, res, size) = carry
             trial = jax.vmap(lambda r, grad, size: project_capped_simplex(r + size * grad, self.lower, self.upper))(
                 r, grad, size)  # fmt: skip
             trial_value, trial_grad = value_grad(trial)
+            trial_res = kkt(trial, trial_grad)
             rounding = slack * jnp.abs(value)  # a change below it is no evidence: the KKT residual decides
-            kkt = jax.vmap(self.kkt)
             armijo = trial_value >= value + 1e-4 * jnp.sum(grad * (trial - r), axis=-1)
             rises = armijo & (trial_value > value + rounding)
-            settles = (trial_value >= value - rounding) & (kkt(trial, trial_grad) < kkt(r, grad))
+            settles = (trial_value >= value - rounding) & (trial_res < res)
             ok = jnp.isfinite(trial_value) & (rises | settles)
             return i + 1, (
                 jnp.where(ok[:, None], trial, r),
                 jnp.where(ok, trial_value, value),
                 jnp.where(ok[:, None], trial_grad, grad),
+                jnp.where(ok, trial_res, res),
                 jnp.where(ok, jnp.minimum(size * 2.0, 1e6), size * 0.5),  # bounded: a linear f accepts every step
             )
 
         value, grad = value_grad(r)
-        start = (jnp.zeros((), jnp.int32), (r, value, grad, jnp.ones(value.shape, r.dtype)))
-        _, (r, value, grad, _) = jax.lax.while_loop(running, step, start)
-        return r, value, jax.vmap(self.kkt)(r, grad), jax.vmap(self.at_kkt)(r, value, grad)
-
-    def at_kkt(self, r: Array, value: Array, grad: Array) -> Array:
-        """Converged: a KKT residual below sqrt(eps) of the gradient's size (1.5e-8 in float64; the polish gets to
-        rounding), where the implicit derivative is exact to about that order; a start short of it gets NaN
-        derivatives (DerivativeStatus.NOT_CONVERGED)."""
-        size = jnp.maximum(jnp.max(jnp.abs(grad)), jnp.finfo(r.dtype).tiny)
-        return jnp.isfinite(value) & (self.kkt(r, grad) <= jnp.sqrt(jnp.finfo(r.dtype).eps) * size)
+        start = (jnp.zeros((), jnp.int32), (r, value, grad, kkt(r, grad), jnp.ones(value.shape, r.dtype)))
+        _, (r, value, grad, res, _) = jax.lax.while_loop(running, step, start)
+        return r, value, res, jax.vmap(at_kkt)(value, grad, res)
 
     def ascend(self, f: Callable[[Array], Array], z0: Array) -> tuple[Array, Array, Array, Array]:
         """Adam (vmapped) then the polish from every start [S, n]: (r, value, KKT residual, converged) of each. The
