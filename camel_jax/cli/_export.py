@@ -331,10 +331,10 @@ def _provenance(saved: Any, args: argparse.Namespace, result: Any) -> dict[str, 
     if result.decision is not None:
         out |= {"predicted_low": result.decision.value_low, "predicted_high": result.decision.value_high,
                 "level": result.decision.level}  # fmt: skip
-    problems = list(fitted.problems()) if fitted is not None and fitted.status is not None else []
     if getattr(result, "problems", None) is not None:  # a loss decision's: its fit's, bootstrap's and ascent's
         problems = list(result.problems)
-    else:  # an optimizer's result: its ascent's
+    else:  # an optimizer's result: its fit's and its ascent's
+        problems = list(fitted.problems()) if fitted is not None and fitted.status is not None else []
         problems += result_ascent_problems(getattr(result, "converged", None))
     if problems:
         out["problems"] = list(problems)

@@ -364,4 +364,3 @@ def _optimize_pipeline(saved: Any, args: argparse.Namespace, bounds: dict[str, A
     )
     print(decision.line())
     return result
-

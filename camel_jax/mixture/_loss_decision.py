@@ -369,7 +369,6 @@ def _search(result, boot, key, n, lo, hi, inputs, w, several, restarts, ascent):
     return found, values, reached, rest, wj, k_draw
 
 
-
 def _optima_band(found: np.ndarray, n: int, level: float) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """The resamples' optima [B, n] (rows 1: of `found`, the finite ones) and their band at `level`."""
     optima = found[1:][np.all(np.isfinite(found[1:]), axis=1)]  # a resample whose ascent failed has no optimum
