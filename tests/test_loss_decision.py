@@ -85,6 +85,8 @@ def check_worlds(outcomes: list[dict]) -> None:
         assert np.all(d.mixture >= lower - 1e-9) and np.all(d.mixture <= upper + 1e-9)  # inside the support
         noise = NOISE * o["reference"]
         assert o["recommended"] <= o["reference"] + noise, (o["recommended"], o["reference"])
+        if any(p.startswith("degenerate fit") for p in d.problems):  # its extrapolation means nothing: no verdict
+            assert d.verdict == "not resolved" and "degenerate" in d.decision.reason
     above = [o for o in outcomes if o["reference"] - o["pick"] > NOISE * o["reference"]]
     taken = [o for o in above if o["decision"].verdict == "improves"]
     assert len(taken) >= len(above) / 2, (len(taken), len(above))
@@ -205,6 +207,28 @@ def test_the_whole_simplex_only_when_asked_with_a_warning_naming_each_share(cli_
     assert "outside" in wide.decision.reason
 
 
+def test_a_fit_whose_extrapolation_means_nothing_gives_no_verdict(cli_fit, monkeypatch):
+    """An "improves" resting on a degenerate fit (by its own problems) is withheld: "not resolved", the reason
+    naming it, the reference recommended. The fit here is sound; the test makes its law degenerate where
+    `FitResult` looks (`degenerate_by_target`), so that the rule alone is what changes."""
+    from camel_jax.mixture._decide import Decision
+    from camel_jax.mixture._loss_decision import _withheld
+
+    folder, ref, _ = cli_fit
+    fitted = cj.load(folder / "fit.npz")
+    improves = Decision(gain=0.01, gain_low=0.005, gain_high=0.02, p_improve=1.0, value=2.0, value_low=1.99,
+                        value_high=2.01, level=0.95, verdict="improves", calibrated=False)  # fmt: skip
+    assert fitted.meaningless_targets().size == 0
+    assert _withheld(improves, fitted, np.ones(1), ["loss"], None) is improves
+    monkeypatch.setattr(cj.FitResult, "degenerate_by_target", lambda self: [{"beta[1]": "a step in size"}])
+    assert fitted.meaningless_targets().tolist() == [0] and any("degenerate" in p for p in fitted.problems())
+    withheld = _withheld(improves, fitted, np.ones(1), ["loss"], None)
+    assert withheld.verdict == "not resolved" and withheld.reason.startswith("the fit behind it is degenerate")
+    decided = cj.decide_loss(fitted, key=jax.random.key(0), size=20.0, reference=ref, restarts=RESTARTS)
+    assert decided.verdict == "not resolved" and np.array_equal(decided.recommended, ref)
+    assert any(p.startswith("degenerate fit") for p in decided.problems)
+
+
 def test_an_ascent_short_of_its_optimum_is_a_problem_of_the_decision(cli_fit):
     """A pick whose ascent stopped at its step cap is not passed as the optimum: the decision's problems say so,
     for the pick and for the resamples its band rests on (one polish step and no Adam: no start gets there)."""
@@ -309,7 +333,7 @@ def test_the_band_of_a_new_run_covers_new_runs_and_the_mean_band_does_not():
     assert np.mean(mean_covered) < 0.7, mean_covered
 
 
-def test_a_fit_of_several_losses_is_calibrated_and_decides_on_the_objective_by_name(tmp_path, capsys):
+def test_a_fit_of_several_losses_is_calibrated_and_decides_on_the_objective_by_name(tmp_path, capsys, monkeypatch):
     """`camel-jax fit` of three losses on 4 sizes calibrates its extrapolation error, as a fit of one does (the
     calibration gets the law's template and the batched fit as its starts: before, the batched law failed its
     shapes, the fit said "not calibrated", and the bands past the largest size were the bootstrap's alone; on 5Mix
@@ -340,3 +364,11 @@ def test_a_fit_of_several_losses_is_calibrated_and_decides_on_the_objective_by_n
     assert one.value == pytest.approx(at[1, 0], rel=1e-10) and one.reference_value == pytest.approx(at[1, 1], rel=1e-10)
     with pytest.raises(ValueError, match="no target 'val9'"):
         cj.decide_loss(result, key=jax.random.key(2), size=20.0, weights="val9")
+    # a degenerate target withholds the verdict of an objective that weighs it, and only of such an objective
+    from camel_jax.mixture._loss_decision import _withheld
+
+    improves = dataclasses.replace(one.decision, verdict="improves", reason="")
+    monkeypatch.setattr(cj.FitResult, "degenerate_by_target", lambda self: [{"C": "-inf"}, {}, {}])
+    assert _withheld(improves, result, one.weights, names, None) is improves
+    withheld = _withheld(improves, result, np.full(3, 1 / 3), names, None)
+    assert withheld.verdict == "not resolved" and withheld.reason.startswith("the fit of loss_val0 is degenerate")

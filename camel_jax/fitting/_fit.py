@@ -258,9 +258,7 @@ class FitResult(eqx.Module):
                 f"{which} did not converge ({', '.join(labels)}): its parameters are not an optimum of the objective; "
                 f"{hint}"
             )
-        r2 = np.atleast_1d(
-            r_squared(np.asarray(self.predict(*self.inputs)), np.asarray(self.y), np.asarray(self.weights))
-        )
+        r2 = self._r_squared()
         bad = np.flatnonzero(~np.isfinite(r2) | (r2 <= 0))
         if bad.size:
             finite = r2[bad][np.isfinite(r2[bad])]
@@ -284,6 +282,22 @@ class FitResult(eqx.Module):
             )
         out += self._design_problems()
         return out
+
+    def _r_squared(self) -> np.ndarray:
+        """R^2 of the best law on the fitted points, per target ([1] for a fit of one target)."""
+        pred = np.asarray(self.predict(*self.inputs))
+        return np.atleast_1d(r_squared(pred, np.asarray(self.y), np.asarray(self.weights)))
+
+    def meaningless_targets(self) -> np.ndarray:
+        """The targets whose best law supports no prediction, by this fit's own `problems()`: a degenerate parameter
+        (`degenerate_by_target`: a limit the solver ran to, a step in size) or R^2 <= 0 (or NaN). Indices into the
+        targets ([0] or [] for a fit of one target). A decision resting on such a target gives no verdict
+        (`decide_loss`). A best start at its step cap is not among them: it is a problem of the fit, said with
+        every decision, but its predictions can be right where the design leaves a direction free."""
+        r2 = self._r_squared()
+        void = ~np.isfinite(r2) | (r2 <= 0)
+        void |= np.array([bool(found) for found in self.degenerate_by_target()])
+        return np.flatnonzero(void)
 
     def degenerate(self) -> dict[str, str]:
         """The parameter elements of the best law that are not estimates: {name: why}, in the user's units

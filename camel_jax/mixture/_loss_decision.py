@@ -12,7 +12,10 @@ benchmark scores:
 - a **verdict** ("improves" / "not resolved", the pipeline's `VERDICTS`): "improves" when the gain's band at `level`
   lies above 0, its median reaches the noise floor (the noise of one run's objective: a smaller gain could not be
   confirmed by training the run) and the pick lies in the support region, as the pipeline's calibrated verdict
-  reads it; the `reason` says why not otherwise.
+  reads it; the `reason` says why not otherwise. It is also withheld where the objective rests on a target whose
+  fit supports no prediction by its own problems (`FitResult.meaningless_targets`: a degenerate parameter, R^2 <= 0):
+  its extrapolations mean nothing, so they cannot recommend training a mixture. A best start at its step cap is
+  said with the decision (its `problems`) but does not withhold the verdict.
 
 With a `Calibration` (`cj.calibrate` on the same fit's data), the extrapolation error past the largest trained size is
 drawn into every resample's objective as the pipeline's verdict draws it (`score_draws`): a level error shared by
@@ -329,8 +332,7 @@ def decide_loss(
     if ref is not None:
         ref_value, decision = _against_reference(result, boot, pick, ref, value, inputs, rest, w, wj, several,
                                                  k_draw, cal, level, min_gain, (d_low, d_high))  # fmt: skip
-    if beyond_terms and decision is not None and decision.verdict == VERDICTS[0]:
-        decision = dataclasses.replace(decision, verdict=VERDICTS[1], reason=f"the pick puts {beyond_terms}")
+    decision = _withheld(decision, result, w, names_t, beyond_terms)
     recommended = pick if ref is None or decision is None or decision.verdict == VERDICTS[0] else ref
     return LossDecision(
         mixture=pick, value=value, mixture_low=np.asarray(band[0]), mixture_high=np.asarray(band[1]), optima=optima,
@@ -340,6 +342,26 @@ def decide_loss(
         tokens=None if tokens is None else float(tokens), support=region, calibrated=cal is not None,
         problems=problems,
     )  # fmt: skip
+
+
+def _withheld(decision: Decision | None, result: FitResult, w: np.ndarray, names: Sequence[str],
+              beyond_terms: str | None) -> Decision | None:
+    """The verdict "not resolved", with its reason, where an "improves" would rest on what supports no prediction:
+    a pick where a term of the law was never measured (`beyond_terms`), or a target of the objective (weight > 0)
+    whose fit is degenerate or explains none of its variance (`FitResult.meaningless_targets`): a fit whose
+    extrapolations "mean nothing", by its own problems, cannot recommend training a mixture."""
+    if decision is None or decision.verdict != VERDICTS[0]:
+        return decision
+    if beyond_terms:
+        return dataclasses.replace(decision, verdict=VERDICTS[1], reason=f"the pick puts {beyond_terms}")
+    void = [int(t) for t in result.meaningless_targets() if w[t] > 0]
+    if not void:
+        return decision
+    which = "the fit behind it" if result.n_targets is None else "the fit of " + ", ".join(names[t] for t in void)
+    reason = (f"{which} is degenerate or explains none of the variance (see the problems): its extrapolation means "
+              "nothing; refit with a law that handles these data" + ("" if result.n_targets is None else
+                                                                     ", or weight those targets out"))  # fmt: skip
+    return dataclasses.replace(decision, verdict=VERDICTS[1], reason=reason)
 
 
 def _check_arguments(result: FitResult, key: Array, restarts: int, level: float) -> None:
