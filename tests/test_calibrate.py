@@ -7,6 +7,7 @@ import io
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -310,6 +311,15 @@ def test_the_verdict_says_improves_only_when_the_draws_agree():
     assert clear.gain == pytest.approx(float(jnp.median(values(best.r) - values(worst))), rel=1e-9)
     same = cj.decide(pipe, worst, worst, model_size=20.0, key=jax.random.key(1))
     assert same.verdict == "not resolved" and same.p_improve == 0.0 and same.gain == 0.0
+    # a pipeline whose proxy-loss fit of a benchmark supports no prediction (degenerate, R^2 <= 0) withholds it
+    from camel_jax.mixture._optimize import _meaningless_proxies, _with_decision
+
+    kept = _with_decision(best, pipe, worst, 20.0, jax.random.key(1), None, 0.95, {})
+    withheld = _with_decision(best, pipe, worst, 20.0, jax.random.key(1), None, 0.95, {}, ["gsm8k"])
+    assert kept.decision.verdict == "improves" and withheld.decision.verdict == "not resolved"
+    assert withheld.decision.reason.startswith("the proxy-loss fit of gsm8k is degenerate")
+    fitted = SimpleNamespace(pipeline=pipe, loss_fit=SimpleNamespace(meaningless_targets=lambda: np.array([1])))
+    assert _meaningless_proxies(fitted) == [pipe.benchmark_weights[1][0]]
     blurred = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1),
                         calibration=_calibration(0.0, 2.0, 10.0, False))  # fmt: skip
     assert blurred.verdict == "not resolved" and blurred.p_improve < 0.9

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import equinox as eqx
@@ -20,7 +20,7 @@ from ..data._checks import check_key
 from ..fitting._calibrate import Calibration
 from ..laws._base import count
 from ..solver._implicit import DerivativeStatus, implicit_mixture, maximum_derivative_status, value_at_maximum
-from ._decide import Decision, decide
+from ._decide import VERDICTS, Decision, decide
 from ._pipeline import Pipeline, PipelineFit
 
 
@@ -465,6 +465,7 @@ def optimal_mixture(
         raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.mixture.AscentOptions(adam_steps=200)); "
                         f"got {ascent!r}")
     rules: dict[str, Any] = {}
+    void: list[str] = []
     if isinstance(score, PipelineFit):
         far = None if model_size is None else extrapolation_problem(score.loss_fit, check_model_size(model_size))
         if far is not None:
@@ -472,6 +473,7 @@ def optimal_mixture(
         calibration = score.calibration if calibration is None else calibration
         rules = {"min_gain": score.score_noise, "support": score.support(),
                  "decision_calibration": score.decision_calibration}  # fmt: skip
+        void = _meaningless_proxies(score)
         score = score.pipeline if score.pipelines is None else score.pipelines
     verdict = reference is not None and isinstance(score, Pipeline) and bool(score.batch_shape)
     _check_reference(reference, max_shift, verdict and robust is not None)
@@ -486,7 +488,7 @@ def optimal_mixture(
     if not (verdict and robust is not None):
         return result
     return _with_decision(result, cast(Pipeline, score), reference, cast(float, model_size), key, calibration,
-                          level, rules)  # fmt: skip
+                          level, rules, void)  # fmt: skip
 
 
 @renamed_keywords(objective="score")
@@ -530,12 +532,25 @@ def _status_of(f: Any, r: Array, converged: Array, lower: Array, upper: Array, p
     return one(f, r, converged)
 
 
-def _with_decision(result, pipelines: Pipeline, reference: Any, model_size: float, key, calibration, level, rules):
-    """The result with its verdict against `reference` (see `decide`)."""
+def _with_decision(result, pipelines: Pipeline, reference: Any, model_size: float, key, calibration, level, rules,
+                   void: Sequence[str] = ()):
+    """The result with its verdict against `reference` (see `decide`); an "improves" withheld when the proxy-loss
+    fit of a benchmark of the score (`void`) supports no prediction."""
     ref = _reference_mixture(reference, result.r.shape[-1])
     decision = decide(pipelines, result.r, ref, model_size=float(model_size), key=jax.random.fold_in(key, 1),
                       calibration=calibration, level=level, **rules)  # fmt: skip
+    if void and decision.verdict == VERDICTS[0]:
+        reason = (f"the proxy-loss fit of {', '.join(void)} is degenerate or explains none of the variance (see "
+                  "`loss_fit.problems()`): its extrapolation means nothing")  # fmt: skip
+        decision = dataclasses.replace(decision, verdict=VERDICTS[1], reason=reason)
     return dataclasses.replace(result, decision=decision)
+
+
+def _meaningless_proxies(fitted: PipelineFit) -> list[str]:
+    """The benchmarks of a pipeline's score whose proxy-loss fit supports no prediction
+    (`FitResult.meaningless_targets` of its `loss_fit`, one target per benchmark of nonzero weight, in order)."""
+    names = [b for b, _ in fitted.pipeline.benchmark_weights]
+    return [names[int(t)] for t in fitted.loss_fit.meaningless_targets()]
 
 
 def _check_score(f: Callable[[Array], Array], n: int, dtype: Any) -> None:
