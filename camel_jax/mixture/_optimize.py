@@ -465,7 +465,7 @@ def optimal_mixture(
         raise TypeError(f"`ascent` must be an AscentOptions (e.g. cj.mixture.AscentOptions(adam_steps=200)); "
                         f"got {ascent!r}")
     rules: dict[str, Any] = {}
-    void: list[str] = []
+    fitted = score if isinstance(score, PipelineFit) else None
     if isinstance(score, PipelineFit):
         far = None if model_size is None else extrapolation_problem(score.loss_fit, check_model_size(model_size))
         if far is not None:
@@ -473,7 +473,6 @@ def optimal_mixture(
         calibration = score.calibration if calibration is None else calibration
         rules = {"min_gain": score.score_noise, "support": score.support(),
                  "decision_calibration": score.decision_calibration}  # fmt: skip
-        void = _meaningless_proxies(score)
         score = score.pipeline if score.pipelines is None else score.pipelines
     verdict = reference is not None and isinstance(score, Pipeline) and bool(score.batch_shape)
     _check_reference(reference, max_shift, verdict and robust is not None)
@@ -487,6 +486,7 @@ def optimal_mixture(
     _warn_unconverged(result)
     if not (verdict and robust is not None):
         return result
+    void = [] if fitted is None else _meaningless_proxies(fitted)  # read only for a verdict
     return _with_decision(result, cast(Pipeline, score), reference, cast(float, model_size), key, calibration,
                           level, rules, void)  # fmt: skip
 
