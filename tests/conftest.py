@@ -20,9 +20,10 @@ FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
 # program above compiles in 2.3 s instead of 6.9 s and runs in 1.30 s instead of 0.37 s, with the same objective to
 # 1e-14 relative; whole modules measured: test_fit 204 -> 104 s, test_implicit 120 -> 35 s (but the run-bound
 # test_backtest 246 -> 381 s and notebook 08 178 -> 241 s). So every xdist worker (`-n 2`, what `make test` runs)
-# compiles so, and notebook kernels keep XLA's optimization (`test_notebooks.py` drops the flag from their
-# environment: they run long batched programs). Every default test passes at either level; one slow test needs the
-# optimization (tied CAMEL's anchor test in test_convergence: at level 0 a start of one world ends at the step cap).
+# compiles so, and so do the notebook kernels they start, but for two notebooks that run long programs
+# (`test_notebooks.RUN_BOUND`: the flag is dropped from their environment). Every default test passes at either
+# level; one slow test needs the optimization (tied CAMEL's anchor test in test_convergence: at level 0 a start of
+# one world ends at the step cap).
 # A user's programs, `make test-all` and a run without xdist keep XLA's defaults but for FAST_COMPILE.
 UNOPTIMIZED = "--xla_backend_optimization_level=0"
 
@@ -106,7 +107,8 @@ def _release_compiled_programs():
 # its own unit. The heaviest units are handed out first, so that no worker is left alone with one at the end.
 NOTEBOOKS = "tests/test_notebooks.py::test_notebook_asserts_its_results["
 HEAVY_FIRST = [
-    NOTEBOOKS + "09_", NOTEBOOKS + "05_", NOTEBOOKS + "03_", NOTEBOOKS + "08_", NOTEBOOKS + "01_", NOTEBOOKS + "04_",
+    NOTEBOOKS + "09_", NOTEBOOKS + "03_", NOTEBOOKS + "05_", NOTEBOOKS + "04_", NOTEBOOKS + "01_", NOTEBOOKS + "08_",
+    NOTEBOOKS + "07_",
     "tests/test_bad_input.py", "tests/test_fit.py", "tests/test_convergence.py", "tests/test_laws.py",
     "tests/test_mixture_gradient.py", "tests/test_calibrate.py", "tests/test_loss_decision.py",
     "tests/test_implicit.py", "tests/test_influence.py", "tests/test_loop.py", "tests/test_read.py",
