@@ -258,8 +258,8 @@ class FitResult(eqx.Module):
                 f"{which} did not converge ({', '.join(labels)}): its parameters are not an optimum of the objective; "
                 f"{hint}"
             )
-        r2 = self._r_squared()
-        bad = np.flatnonzero(~np.isfinite(r2) | (r2 <= 0))
+        r2, unexplained = self._unexplained()
+        bad = np.flatnonzero(unexplained)
         if bad.size:
             finite = r2[bad][np.isfinite(r2[bad])]
             worst = f"{float(finite.min()):.4f}" if finite.size else "NaN"
@@ -283,10 +283,12 @@ class FitResult(eqx.Module):
         out += self._design_problems()
         return out
 
-    def _r_squared(self) -> np.ndarray:
-        """R^2 of the best law on the fitted points, per target ([1] for a fit of one target)."""
+    def _unexplained(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R^2 of the best law on the fitted points, whether it explains none of the variance: R^2 <= 0 or NaN),
+        per target ([1] for a fit of one target): the rule `problems()` and `meaningless_targets` share."""
         pred = np.asarray(self.predict(*self.inputs))
-        return np.atleast_1d(r_squared(pred, np.asarray(self.y), np.asarray(self.weights)))
+        r2 = np.atleast_1d(r_squared(pred, np.asarray(self.y), np.asarray(self.weights)))
+        return r2, ~np.isfinite(r2) | (r2 <= 0)
 
     def meaningless_targets(self) -> np.ndarray:
         """The targets whose best law supports no prediction, by this fit's own `problems()`: a degenerate parameter
@@ -294,8 +296,7 @@ class FitResult(eqx.Module):
         targets ([0] or [] for a fit of one target). A decision resting on such a target gives no verdict
         (`decide_loss`). A best start at its step cap is not among them: it is a problem of the fit, said with
         every decision, but its predictions can be right where the design leaves a direction free."""
-        r2 = self._r_squared()
-        void = ~np.isfinite(r2) | (r2 <= 0)
+        _, void = self._unexplained()
         void |= np.array([bool(found) for found in self.degenerate_by_target()])
         return np.flatnonzero(void)
 

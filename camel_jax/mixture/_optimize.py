@@ -466,14 +466,14 @@ def optimal_mixture(
                         f"got {ascent!r}")
     rules: dict[str, Any] = {}
     fitted = score if isinstance(score, PipelineFit) else None
-    if isinstance(score, PipelineFit):
-        far = None if model_size is None else extrapolation_problem(score.loss_fit, check_model_size(model_size))
+    if fitted is not None:
+        far = None if model_size is None else extrapolation_problem(fitted.loss_fit, check_model_size(model_size))
         if far is not None:
             warnings.warn(far, stacklevel=user_stacklevel())
-        calibration = score.calibration if calibration is None else calibration
-        rules = {"min_gain": score.score_noise, "support": score.support(),
-                 "decision_calibration": score.decision_calibration}  # fmt: skip
-        score = score.pipeline if score.pipelines is None else score.pipelines
+        calibration = fitted.calibration if calibration is None else calibration
+        rules = {"min_gain": fitted.score_noise, "support": fitted.support(),
+                 "decision_calibration": fitted.decision_calibration}  # fmt: skip
+        score = fitted.pipeline if fitted.pipelines is None else fitted.pipelines
     verdict = reference is not None and isinstance(score, Pipeline) and bool(score.batch_shape)
     _check_reference(reference, max_shift, verdict and robust is not None)
     lo, hi = _bounds(n_datasets, lower, upper, reference if max_shift is not None else None, max_shift)
