@@ -311,15 +311,25 @@ def test_the_verdict_says_improves_only_when_the_draws_agree():
     assert clear.gain == pytest.approx(float(jnp.median(values(best.r) - values(worst))), rel=1e-9)
     same = cj.decide(pipe, worst, worst, model_size=20.0, key=jax.random.key(1))
     assert same.verdict == "not resolved" and same.p_improve == 0.0 and same.gain == 0.0
-    # a pipeline whose proxy-loss fit of a benchmark supports no prediction (degenerate, R^2 <= 0) withholds it
-    from camel_jax.mixture._optimize import _meaningless_proxies, _with_decision
+    # a pipeline whose proxy-loss fit of a benchmark supports no prediction (degenerate, R^2 <= 0), or whose
+    # loss-to-benchmark law of a benchmark is degenerate, withholds it, naming the benchmark and the fit
+    from camel_jax.mixture._optimize import _meaningless_proxies, _with_decision, _withheld_by
 
+    names = [b for b, _ in pipe.benchmark_weights]
+    fitted = SimpleNamespace(pipeline=pipe, loss_fit=SimpleNamespace(meaningless_targets=lambda: np.array([1])),
+                             degenerate_benchmarks=())  # fmt: skip
+    assert _meaningless_proxies(fitted) == [names[1]]
+    assert _withheld_by(fitted) == [f"the proxy-loss fit of {names[1]} is degenerate or explains none of the variance"]
+    fitted.loss_fit.meaningless_targets = lambda: np.array([], dtype=int)
+    assert _withheld_by(fitted) == []
+    fitted.degenerate_benchmarks = (names[0],)
+    void = _withheld_by(fitted)
+    assert void == [f"the loss-to-benchmark law of {names[0]} is degenerate"]
     kept = _with_decision(best, pipe, worst, 20.0, jax.random.key(1), None, 0.95, {})
-    withheld = _with_decision(best, pipe, worst, 20.0, jax.random.key(1), None, 0.95, {}, ["gsm8k"])
+    withheld = _with_decision(best, pipe, worst, 20.0, jax.random.key(1), None, 0.95, {}, void)
     assert kept.decision.verdict == "improves" and withheld.decision.verdict == "not resolved"
-    assert withheld.decision.reason.startswith("the proxy-loss fit of gsm8k is degenerate")
-    fitted = SimpleNamespace(pipeline=pipe, loss_fit=SimpleNamespace(meaningless_targets=lambda: np.array([1])))
-    assert _meaningless_proxies(fitted) == [pipe.benchmark_weights[1][0]]
+    assert withheld.decision.reason.startswith(f"the loss-to-benchmark law of {names[0]} is degenerate (see `problems")
+    assert withheld.decision.gain == kept.decision.gain  # the numbers stand; only the verdict is withheld
     blurred = cj.decide(pipe, best.r, worst, model_size=20.0, key=jax.random.key(1),
                         calibration=_calibration(0.0, 2.0, 10.0, False))  # fmt: skip
     assert blurred.verdict == "not resolved" and blurred.p_improve < 0.9

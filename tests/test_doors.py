@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import known_tied_camel
+from helpers import known_tied_camel, tamper
 
 import camel_jax as cj
 from camel_jax import cli, simulate
@@ -90,6 +90,71 @@ def test_a_float32_fit_says_its_stopping_rule_is_float32s():
     law = cj.PowerLaw.from_params(E=2.0, A=5.0, alpha=0.6)
     double = cj.fit(law, (x.astype(jnp.float64),), law(x.astype(jnp.float64)), key=jax.random.key(0), restarts=4)
     assert not any("float32" in p for p in double.problems())
+
+
+def test_target_fit_is_one_target_of_a_fit_of_several(runs):
+    data, law = runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        two = cj.fit(law, data.inputs, jnp.stack([data.y, 1.1 * data.y]), key=jax.random.key(0), restarts=2,
+                     options=cj.FitOptions(max_steps=20, polish=0))  # fmt: skip
+    for t in (0, 1):
+        one = two.target_fit(t)
+        assert one.n_targets is None and one.bootstrap is None
+        np.testing.assert_array_equal(one.predict(*data.inputs), two.predict(*data.inputs)[t])
+        np.testing.assert_array_equal(one.y, two.y[t])
+        np.testing.assert_array_equal(one.status, two.status[t])
+        assert one.degenerate() == two.degenerate_by_target()[t]
+    one = two.target_fit(0)
+    assert one.target_fit(0) is one  # a fit of one target is its own target 0
+    for bad in (2, -1, 1.0, True):
+        with pytest.raises(ValueError, match="`t` must be a target index in \\[0, 2\\)"):
+            two.target_fit(bad)
+
+
+def test_a_degenerate_loss_to_benchmark_fit_travels_with_the_pipeline_to_its_file_and_the_cli(runs, tmp_path, capsys):
+    """Before: `fit_pipeline` kept the proxy-loss fit's problems only; a loss-to-benchmark law the solver ran to a
+    limit reached no decision, file or command line."""
+    from camel_jax.mixture._pipeline import _benchmark_fit_problems
+
+    data, law = runs
+    world = simulate.default_world(jax.random.key(0))
+    table = world.runs(cj.experiments.perturbed_mixtures([0.35, 0.25, 0.15, 0.1, 0.15]), SIZES)
+    losses = ["loss_val0", "loss_val1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = cj.fit_benchmarks(table, losses=losses, benchmarks=["acc_mmlu", "acc_gsm8k"], names=["mmlu", "gsm8k"],
+                                 key=jax.random.key(1), restarts=2)  # fmt: skip
+    assert _benchmark_fit_problems(fits, ["mmlu", "gsm8k"])[1] == ()
+    ran_off = fits.result.law.C.at[1].set(1e12)  # gsm8k's level, where a solver that ran to a limit leaves it
+    broken = dataclasses.replace(fits, result=dataclasses.replace(fits.result, law=dataclasses.replace(
+        fits.result.law, C=ran_off)))  # fmt: skip
+    said, degenerate = _benchmark_fit_problems(broken, ["mmlu", "gsm8k"])
+    assert degenerate == ("gsm8k",)
+    assert any(p.startswith("the loss-to-benchmark fit of gsm8k: degenerate fit: C:") for p in said)
+    mmlu = tuple(f"the loss-to-benchmark fit of mmlu: {p}" for p in fits.result.target_fit(0).problems())
+    assert said[: len(mmlu)] == mmlu and all("of gsm8k" in p for p in said[len(mmlu) :])  # each its own row's
+    assert _benchmark_fit_problems(broken, ["mmlu"]) == (mmlu, ())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        piped = cj.fit_pipeline(data, broken, {"mmlu": 0.5, "gsm8k": 0.5}, law=law, key=jax.random.key(2),
+                                restarts=2, options=cj.FitOptions(max_steps=20, polish=0, log_residuals=False))
+    assert piped.benchmark_problems == said and piped.degenerate_benchmarks == ("gsm8k",)
+    assert piped.problems() == piped.loss_fit.problems() + list(said)
+    saved = cj.save(piped, tmp_path / "piped.npz")
+    back = cj.load(saved)
+    assert back.benchmark_problems == said and back.degenerate_benchmarks == ("gsm8k",)
+    capsys.readouterr()
+    assert cli.main(["optimize", str(saved), "--size", "8"]) == 0
+    out = capsys.readouterr().out
+    warned = [line for line in out.splitlines() if "the loss-to-benchmark fit of gsm8k: degenerate fit" in line]
+    assert warned and warned[0].startswith("warning: ") and out.index(warned[0]) < out.index("optimal mixture:")
+    bad = tamper(saved, tmp_path / "bad.npz", edit_meta=lambda m: m.update(degenerate_benchmarks=["hellaswag"]))
+    with pytest.raises(ValueError, match="degenerate_benchmarks names \\['hellaswag'\\], not benchmarks"):
+        cj.load(bad)
+    bad = tamper(saved, tmp_path / "bad2.npz", edit_meta=lambda m: m.update(benchmark_problems="C inf"))
+    with pytest.raises(ValueError, match="benchmark_problems must be a list of strings"):
+        cj.load(bad)
 
 
 # --- far extrapolation and a loss that is no loss ---------------------------------------------------------------

@@ -164,14 +164,22 @@ def _check_decidable(saved: Any, path: str) -> None:
             raise UserError(str(error)) from None
 
 
-def _warn_unreliable(saved: Any, path: str) -> None:
-    """Say, before the answer, what makes the saved fit behind it unreliable (`FitResult.problems()`: a best start
-    that did not converge, R^2 <= 0): a mixture optimized on an unconverged law is where its starts stopped, not
-    the law's optimum, and must not read as an answer."""
+def saved_problems(saved: Any) -> list[str]:
+    """What makes the saved fit behind a result unreliable: a FitResult's `problems()`, a PipelineFit's (its
+    proxy-loss fit's and its score's loss-to-benchmark fits'); [] for a bare Pipeline."""
+    from ..mixture._pipeline import PipelineFit
+
+    if isinstance(saved, PipelineFit):
+        return saved.problems()
     fitted = _training_data(saved)
-    if fitted is None or fitted.status is None:
-        return
-    say_problems(path, fitted.problems())
+    return [] if fitted is None or fitted.status is None else fitted.problems()
+
+
+def _warn_unreliable(saved: Any, path: str) -> None:
+    """Say, before the answer, what makes the saved fit behind it unreliable (`saved_problems`: a best start that
+    did not converge, R^2 <= 0, a degenerate parameter): a mixture optimized on an unconverged law is where its
+    starts stopped, not the law's optimum, and must not read as an answer."""
+    say_problems(path, saved_problems(saved))
 
 
 def say_problems(path: Any, problems: Sequence[str], rests_on: str = "fit") -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import UserError, _check_destination, _read_csv, _training_data, _write_outputs
+from ._common import UserError, _check_destination, _read_csv, _training_data, _write_outputs, saved_problems
 from ._names import EXPORT_FORMATS, DeferredModule
 
 if TYPE_CHECKING:
@@ -334,7 +334,7 @@ def _provenance(saved: Any, args: argparse.Namespace, result: Any) -> dict[str, 
     if getattr(result, "problems", None) is not None:  # a loss decision's: its fit's, bootstrap's and ascent's
         problems = list(result.problems)
     else:  # an optimizer's result: its fit's and its ascent's
-        problems = list(fitted.problems()) if fitted is not None and fitted.status is not None else []
+        problems = saved_problems(saved)
         problems += result_ascent_problems(getattr(result, "converged", None))
     if problems:
         out["problems"] = list(problems)

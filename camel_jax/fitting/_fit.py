@@ -216,6 +216,25 @@ class FitResult(eqx.Module):
             return [self.law]
         return [jax.tree.map(lambda leaf: leaf[t], self.law) for t in range(self.n_targets)]
 
+    def target_fit(self, t: int) -> FitResult:
+        """Target t of a fit of several targets as a fit of that target alone: its best law, every start, its row
+        of `y` and `weights`, so that `problems()`, `degenerate()` and `predict` speak of that target only. The
+        bootstrap and calibration, shared by the targets, are not carried (None). A fit of one target: itself
+        (t = 0)."""
+        n = 1 if self.n_targets is None else self.n_targets
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < n:
+            raise ValueError(f"`t` must be a target index in [0, {n}); got {t!r}")
+        if self.n_targets is None:
+            return self
+        weights = jnp.asarray(self.weights)
+        return dataclasses.replace(
+            self, law=jax.tree.map(lambda leaf: leaf[t], self.law), objective=self.objective[t],
+            laws=jax.tree.map(lambda leaf: leaf[t], self.laws), objectives=self.objectives[t],
+            converged=self.converged[t], n_steps=self.n_steps[t], grad_norm=self.grad_norm[t], status=self.status[t],
+            n_failed=self.n_failed[t], y=self.y[t], weights=weights[t] if weights.ndim == 2 else weights,
+            targets=None if self.targets is None else (self.targets[t],), bootstrap=None, calibration=None,
+        )  # fmt: skip
+
     def best_laws(self, k: int = 4) -> Any:
         """The k starts of lowest objective, converged starts first, as a batched law [k, ...]: warm starts for a
         bootstrap (`bootstrap(..., inits=result.best_laws())`) that cost k lanes per resample, not every start.

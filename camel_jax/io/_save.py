@@ -60,7 +60,9 @@ from ..solver._options import FitOptions
 # their extra arrays).
 # 14: CAMELMixture's `a_max`, a bound on each term's slope (earlier files hold unbounded slopes, a = root_a^2, and
 # load so).
-FORMAT_VERSION = 14
+# 15: a PipelineFit's `benchmark_problems` and `degenerate_benchmarks` (what its score's loss-to-benchmark fits said;
+# earlier files hold none, and load so; a reader of format 14 refuses these files rather than drop the warnings).
+FORMAT_VERSION = 15
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
 _MAX_STRUCTURE_INT = 100_000
@@ -260,6 +262,8 @@ def save_to(
             "calibration": None if obj.calibration is None else _calibration_meta(obj.calibration),
             "data_hash": _fit_hash(obj.loss_fit),
             "decision_calibration": obj.decision_calibration is not None,
+            "benchmark_problems": list(obj.benchmark_problems),
+            "degenerate_benchmarks": list(obj.degenerate_benchmarks),
         }
     else:
         raise TypeError(f"save() takes a FitResult, BootstrapResult, Pipeline or PipelineFit; got {type(obj).__name__}")
@@ -550,6 +554,13 @@ def _pipeline_picks(pipeline: Pipeline, prefix: str, pick: Any) -> list[tuple[st
     return loss + bench
 
 
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    """A list of strings from a file's metadata, as a tuple (one line naming the field otherwise)."""
+    if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+        raise ValueError(f"{where} must be a list of strings")
+    return tuple(value)
+
+
 def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, type]) -> tuple[Any, list]:
     """A PipelineFit's skeleton: its point and resampled pipelines, its mixture-law fit and its calibration."""
     pipeline = _pipeline_skeleton(meta.get("pipeline"), f"{path}: pipeline", known)
@@ -562,9 +573,15 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     calibration = None if cal is None else _calibration_skeleton(cal, f"{path}: calibration", len(loss_fit.inputs))
     zero = jnp.zeros(())
     decision: Any = _decision_skeleton(meta, path)  # a layout before format 7 is converted once loaded
+    said = _strings(meta.get("benchmark_problems", []), f"{path}: benchmark_problems")
+    degenerate = _strings(meta.get("degenerate_benchmarks", []), f"{path}: degenerate_benchmarks")
+    unknown = sorted(set(degenerate) - {b for b, _ in pipeline.benchmark_weights})
+    if unknown:
+        raise ValueError(f"{path}: degenerate_benchmarks names {unknown}, not benchmarks of the pipeline's score")
     skeleton = PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit,
                            resamples=zero if meta["resampled"] else None, calibration=calibration,
-                           score_noise=0.0, decision_calibration=decision)  # fmt: skip
+                           score_noise=0.0, decision_calibration=decision, benchmark_problems=said,
+                           degenerate_benchmarks=degenerate)  # fmt: skip
     picks = _pipeline_picks(pipeline, "pipeline.", lambda o: o.pipeline)
     if pipelines is not None:
         picks += _pipeline_picks(pipelines, "pipelines.", lambda o: o.pipelines)

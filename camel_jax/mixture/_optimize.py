@@ -486,7 +486,7 @@ def optimal_mixture(
     _warn_unconverged(result)
     if not (verdict and robust is not None):
         return result
-    void = [] if fitted is None else _meaningless_proxies(fitted)  # read only for a verdict
+    void = [] if fitted is None else _withheld_by(fitted)  # read only for a verdict
     return _with_decision(result, cast(Pipeline, score), reference, cast(float, model_size), key, calibration,
                           level, rules, void)  # fmt: skip
 
@@ -534,16 +534,29 @@ def _status_of(f: Any, r: Array, converged: Array, lower: Array, upper: Array, p
 
 def _with_decision(result, pipelines: Pipeline, reference: Any, model_size: float, key, calibration, level, rules,
                    void: Sequence[str] = ()):
-    """The result with its verdict against `reference` (see `decide`); an "improves" withheld when the proxy-loss
-    fit of a benchmark of the score (`void`) supports no prediction."""
+    """The result with its verdict against `reference` (see `decide`); an "improves" withheld for the reasons
+    `void` gives (`_withheld_by`: a fit of the score's benchmarks that supports no prediction)."""
     ref = _reference_mixture(reference, result.r.shape[-1])
     decision = decide(pipelines, result.r, ref, model_size=float(model_size), key=jax.random.fold_in(key, 1),
                       calibration=calibration, level=level, **rules)  # fmt: skip
     if void and decision.verdict == VERDICTS[0]:
-        reason = (f"the proxy-loss fit of {', '.join(void)} is degenerate or explains none of the variance (see "
-                  "`loss_fit.problems()`): its extrapolation means nothing")  # fmt: skip
+        reason = f"{'; '.join(void)} (see `problems()`): the score's prediction built on it means nothing"
         decision = dataclasses.replace(decision, verdict=VERDICTS[1], reason=reason)
     return dataclasses.replace(result, decision=decision)
+
+
+def _withheld_by(fitted: PipelineFit) -> list[str]:
+    """Why no verdict rests on a pipeline fit, one phrase per kind ([] when nothing withholds it): the proxy-loss
+    fits of the score's benchmarks that support no prediction (degenerate, or R^2 <= 0), and the score's
+    loss-to-benchmark laws that are degenerate. A loss-to-benchmark law with R^2 <= 0 does not withhold it: a
+    benchmark near chance explains little and pulls the pick little, and its problem is said with the decision."""
+    out = []
+    proxies = _meaningless_proxies(fitted)
+    if proxies:
+        out.append(f"the proxy-loss fit of {', '.join(proxies)} is degenerate or explains none of the variance")
+    if fitted.degenerate_benchmarks:
+        out.append(f"the loss-to-benchmark law of {', '.join(fitted.degenerate_benchmarks)} is degenerate")
+    return out
 
 
 def _meaningless_proxies(fitted: PipelineFit) -> list[str]:

@@ -281,7 +281,10 @@ class PipelineFit(eqx.Module):
     or, when the runs repeat a (mixture, size), the scatter of the repeats' measured score.
     `decision_calibration` (None unless calibrated) is the score's and the gain's error measured on the
     same held-out sizes, in score units (`calibrate_decision`): `decide` and `optimal_mixture` read the
-    verdict from it. `support()` is the range of the trained mixtures."""
+    verdict from it. `support()` is the range of the trained mixtures. `benchmark_problems` are the problems of
+    the score's loss-to-benchmark fits (`FitResult.problems()` of each benchmark's, naming it), and
+    `degenerate_benchmarks` the benchmarks whose loss-to-benchmark law is degenerate (a parameter the solver ran to
+    a limit): no verdict rests on those. `problems()` says both fits' problems."""
 
     pipeline: Pipeline
     pipelines: Pipeline | None
@@ -290,6 +293,14 @@ class PipelineFit(eqx.Module):
     calibration: Calibration | None = None
     score_noise: float = 0.0
     decision_calibration: DecisionCalibration | None = None
+    benchmark_problems: tuple[str, ...] = eqx.field(static=True, default=())
+    degenerate_benchmarks: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def problems(self) -> list[str]:
+        """What makes a decision on this fit unreliable, one sentence each: the proxy-loss fit's (`loss_fit.problems()`,
+        its targets the score's benchmarks in order) and then the score's loss-to-benchmark fits'
+        (`benchmark_problems`). Every decision resting on the fit repeats them."""
+        return self.loss_fit.problems() + list(self.benchmark_problems)
 
     @property
     def objective_noise(self) -> float:
@@ -370,6 +381,7 @@ def fit_pipeline(
     W = jnp.broadcast_to(data.weight, Y.shape) * noisy
     loss_fit = fit(law, data.inputs, Y, weights=W, key=k_fit, restarts=restarts, options=options)
     loss_fit = dataclasses.replace(loss_fit, names=named_columns(data.columns))
+    said, degenerate = _benchmark_fit_problems(benchmarks, names)
     weights = {b: benchmark_weights[b] for b in names}
     datasets = named_columns(data.columns)
     pipeline = Pipeline(_rows(loss_fit.law, names), {b: benchmarks.laws[b] for b in names}, weights, datasets)
@@ -380,7 +392,7 @@ def fit_pipeline(
         noise = cast(float, _repeats(data, measured, runs_used))
     if n_resamples <= 0:
         return PipelineFit(pipeline=pipeline, pipelines=None, loss_fit=loss_fit, resamples=None,
-                           score_noise=noise)  # fmt: skip
+                           score_noise=noise, benchmark_problems=said, degenerate_benchmarks=degenerate)  # fmt: skip
     counts = resample_weights(k_draw, data.n_points, n_resamples, groups=groups, strata=strata).astype(Y.dtype)
     counts = counts * data.weight[None, :]
     if two_stage:
@@ -401,7 +413,25 @@ def fit_pipeline(
             decision = _decision_calibration(predicted, measured, folds[1], noise, runs_used, repeated, fitted_score)
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, score_noise=noise,
-                       decision_calibration=decision)  # fmt: skip
+                       decision_calibration=decision, benchmark_problems=said,
+                       degenerate_benchmarks=degenerate)  # fmt: skip
+
+
+def _benchmark_fit_problems(
+    benchmarks: BenchmarkFits, names: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the problems of the loss-to-benchmark fit of each benchmark in `names`, each naming its benchmark, the
+    benchmarks among them whose law is degenerate): each read from its own row of the multi-target fit
+    (`FitResult.target_fit`), in the order of `names`."""
+    result, order = benchmarks.result, list(benchmarks.laws)
+    said: list[str] = []
+    degenerate: list[str] = []
+    for b in names:
+        one = result.target_fit(order.index(b)) if result.n_targets is not None else result
+        said += [f"the loss-to-benchmark fit of {b}: {problem}" for problem in one.problems()]
+        if one.degenerate():
+            degenerate.append(b)
+    return tuple(said), tuple(degenerate)
 
 
 def _decision_calibration(
