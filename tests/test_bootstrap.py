@@ -216,3 +216,25 @@ def test_each_resample_is_the_weighted_least_squares_fit_and_standard_errors_mat
     bread = np.linalg.inv(X.T @ X)
     hc1 = np.sqrt(np.diag(bread @ (X.T * residual**2) @ X @ bread) * P / (P - 2))
     np.testing.assert_allclose(fitted.std(axis=0) / hc1, 1.0, atol=0.1)
+
+
+def test_bootstrap_fit_starts_each_resample_from_as_many_best_starts_as_asked():
+    true, inputs, y = problem()
+    one = cj.fit(cj.PowerLaw.sample_init(jax.random.key(0)), inputs, y, key=jax.random.key(1), restarts=3)
+    two = cj.fit(cj.PowerLaw.sample_init(jax.random.key(0)), inputs, jnp.stack([y, 1.2 * y]), key=jax.random.key(1),
+                 restarts=3)  # fmt: skip
+    for bad, error in ((0, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="`starts` must be"):
+            cj.bootstrap_fit(one, key=jax.random.key(2), n_resamples=4, starts=bad)
+    key = jax.random.key(2)
+    # several targets: one start per row by default (the fit's best law), as many as asked otherwise
+    default, alone, both = (cj.bootstrap_fit(two, key=key, n_resamples=4, starts=s) for s in (None, 1, 2))
+    np.testing.assert_array_equal(default.objectives, alone.objectives)
+    assert both.objectives.shape == alone.objectives.shape == (4, 2)
+    np.testing.assert_allclose(both.objectives, alone.objectives, rtol=1e-6)  # one optimum: the starts agree
+    # one target: 4 starts by default, at most the fit's 3; the same resamples whatever the starts
+    boots = [cj.bootstrap_fit(one, key=key, n_resamples=4, starts=s) for s in (None, 1, 5)]
+    for boot in boots:
+        assert boot.objectives.shape == (4,) and bool(np.all(np.asarray(boot.converged)))
+        np.testing.assert_array_equal(boot.resamples, boots[0].resamples)
+        np.testing.assert_allclose(boot.objectives, boots[0].objectives, rtol=1e-6)

@@ -25,9 +25,9 @@ REFERENCE = np.array([0.4, 0.1, 0.1, 0.1, 0.3])
 RESTARTS = 16  # the CLI's ascent starts: the library calls here share its compiled programs
 
 
-def world_decision(i: int) -> dict:
-    """Fit, bootstrap (32 resamples) and decide in world i; the true losses of the pick, the recommended mixture and
-    the reference at the target size."""
+def world_decision(i: int, n_resamples: int = 32, starts: int | None = None) -> dict:
+    """Fit, bootstrap (`n_resamples`, each from the fit's `starts` best starts: `bootstrap_fit`'s default 4) and
+    decide in world i; the true losses of the pick, the recommended mixture and the reference at the target size."""
     world = simulate.default_world(jax.random.key(i))
     mixtures = np.vstack([REFERENCE, np.random.default_rng(i).dirichlet(np.ones(5), 11)])
     runs = world.runs(mixtures, [2.0, 4.0, 8.0], noise=NOISE, key=jax.random.key(100 + i))
@@ -35,7 +35,7 @@ def world_decision(i: int) -> dict:
     law = cj.CAMEL.sample_init(jax.random.key(0), n_datasets=5, n_domains=2, tied=True, capacity_exponent=3.0)
     with _quiet():
         result = cj.fit(law, data.inputs, data.y, key=jax.random.key(i), restarts=4)
-    boot = cj.bootstrap_fit(result, key=jax.random.key(200 + i), n_resamples=32)
+    boot = cj.bootstrap_fit(result, key=jax.random.key(200 + i), n_resamples=n_resamples, starts=starts)
     result = dataclasses.replace(result, bootstrap=boot)
     decision = cj.decide_loss(result, key=jax.random.key(300 + i), size=TARGET, reference=REFERENCE, restarts=RESTARTS)
 
@@ -62,12 +62,13 @@ class _quiet:
 
 @pytest.fixture(scope="module")
 def worlds():
-    cache: dict[int, dict] = {}
+    cache: dict[tuple, dict] = {}
 
-    def get(i: int) -> dict:
-        if i not in cache:
-            cache[i] = world_decision(i)
-        return cache[i]
+    def get(i: int, **kw) -> dict:
+        key = (i, *sorted(kw.items()))
+        if key not in cache:
+            cache[key] = world_decision(i, **kw)
+        return cache[key]
 
     return get
 
@@ -92,12 +93,17 @@ def check_worlds(outcomes: list[dict]) -> None:
     assert len(taken) >= len(above) / 2, (len(taken), len(above))
 
 
-@pytest.mark.slow  # ~2 CPU-minutes of compiling and fitting: past the suite's budget (the 12-world version too)
-def test_loss_decisions_in_three_worlds(worlds):
-    check_worlds([worlds(i) for i in range(3)])
+def test_loss_decisions_in_ten_worlds_at_ci_size(worlds):
+    """The issue's claim over 10 worlds, at CI size: 16 resamples, each refitted from the fit's best start. Each
+    world's resamples crawl to the step cap along a floor that sizes 2 to 8 cannot fix; at the defaults (32
+    resamples from 4 starts, the test below) that is ~2 CPU-minutes, past the suite's budget."""
+    outcomes = [worlds(i, n_resamples=16, starts=1) for i in range(10)]
+    check_worlds(outcomes)
+    above = [o for o in outcomes if o["reference"] - o["pick"] > NOISE * o["reference"]]
+    assert len(above) >= 3  # the claim about resolvable gains rests on several worlds, not on none
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # ~2 CPU-minutes of compiling and fitting at the defaults: past the suite's budget
 def test_loss_decisions_in_twelve_worlds(worlds):
     outcomes = [worlds(i) for i in range(12)]
     check_worlds(outcomes)

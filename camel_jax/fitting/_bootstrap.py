@@ -439,6 +439,7 @@ def bootstrap_fit(
     strata: ArrayLike | None = None,
     options: FitOptions | None = None,
     progress: bool = False,
+    starts: int | None = None,
 ) -> BootstrapResult:
     """The bootstrap of a finished fit, on its own data and weights, warm-started from its best starts: what
     `camel-jax fit` keeps in its file for bands and verdicts (`FitResult.prediction_band`, `decide_loss`).
@@ -454,21 +455,27 @@ def bootstrap_fit(
     - `key`: draws the resamples (and the starts); `n_resamples`: B.
     - `groups`, `strata`: resample whole groups (e.g. all checkpoints of one run) within strata, as `bootstrap`.
     - `options`: the fits' `FitOptions` (default: the law's own, as `fit`'s); `progress`: a progress bar (one target).
+    - `starts`: how many of each target's best starts every resample starts from (`FitResult.best_laws`; at most
+      the fit's starts). Default: 4 for a fit of one target, 1 for a fit of several. Each start is a lane of the
+      refit: the cost grows with it, and one start suffices where the fit's best starts agree.
 
     **Returns**: a `BootstrapResult`.
     """
     check_key(key)
     count(n_resamples, "n_resamples")
+    k = min(count(starts, "starts") if starts is not None else 4 if result.n_targets is None else 1,
+            int(np.shape(result.objectives)[-1]))  # fmt: skip
     if result.n_targets is None:
         return bootstrap(result.law, result.inputs, result.y, key=key, n_resamples=n_resamples,
-                         inits=result.best_laws(min(4, int(np.shape(result.objectives)[-1]))), groups=groups,
-                         strata=strata, weights=result.weights, progress=progress, options=options)  # fmt: skip
+                         inits=result.best_laws(k), groups=groups, strata=strata, weights=result.weights,
+                         progress=progress, options=options)  # fmt: skip
     T, P = result.y.shape
     key_draw, key_fit = jax.random.split(key)
     W = _resample_matrix(key_draw, result.y[0], n_resamples, groups, strata, None, None)  # [B, P]
     B = W.shape[0]
     rows = (jnp.asarray(result.weights)[:, None, :] * W[None]).reshape(T * B, P)  # target-major
-    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0)[:, None], result.law)  # [T * B, 1, ...]
+    best = result.best_laws(k) if k > 1 else jax.tree.map(lambda leaf: leaf[:, None], result.law)  # [T, k, ...]
+    warm = jax.tree.map(lambda leaf: jnp.repeat(leaf, B, axis=0), best)  # [T * B, k, ...]
     template = jax.tree.map(lambda leaf: leaf[0], result.law)
     with warnings.catch_warnings():  # a resample's unconverged fit is reported by the result's `problems()`
         warnings.simplefilter("ignore", FitWarning)
