@@ -107,8 +107,11 @@ def test_target_fit_is_one_target_of_a_fit_of_several(runs):
         assert one.degenerate() == two.degenerate_by_target()[t]
     one = two.target_fit(0)
     assert one.target_fit(0) is one  # a fit of one target is its own target 0
-    for bad in (2, -1, 1.0, True):
-        with pytest.raises(ValueError, match="`t` must be a target index in \\[0, 2\\)"):
+    for bad in (2, -1):
+        with pytest.raises(ValueError, match="`t` must be a target index in \\[0, 2\\); got"):
+            two.target_fit(bad)
+    for bad in (1.0, True):
+        with pytest.raises(TypeError, match="`t` must be an integer target index"):
             two.target_fit(bad)
 
 

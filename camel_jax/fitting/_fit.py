@@ -222,8 +222,10 @@ class FitResult(eqx.Module):
         bootstrap and calibration, shared by the targets, are not carried (None). A fit of one target: itself
         (t = 0)."""
         n = 1 if self.n_targets is None else self.n_targets
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < n:
-            raise ValueError(f"`t` must be a target index in [0, {n}); got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"`t` must be an integer target index; got {t!r}")
+        if not 0 <= t < n:
+            raise ValueError(f"`t` must be a target index in [0, {n}); got {t}")
         if self.n_targets is None:
             return self
         weights = jnp.asarray(self.weights)
