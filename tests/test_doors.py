@@ -141,17 +141,23 @@ def test_a_degenerate_loss_to_benchmark_fit_travels_with_the_pipeline_to_its_fil
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         piped = cj.fit_pipeline(data, broken, {"mmlu": 0.5, "gsm8k": 0.5}, law=law, key=jax.random.key(2),
-                                restarts=2, options=cj.FitOptions(max_steps=20, polish=0, log_residuals=False))
+                                restarts=2, options=cj.FitOptions(max_steps=20, polish=0, log_residuals=False),
+                                n_resamples=2, calibrate=False)  # fmt: skip
     assert piped.benchmark_problems == said and piped.degenerate_benchmarks == ("gsm8k",)
-    assert piped.problems() == piped.loss_fit.problems() + list(said)
+    # 20 steps leave the resampled proxy-loss fits (2 benchmarks x 2 resamples) short of their stopping rule
+    late = [p for p in piped.resample_problems if "of 4 resampled proxy-loss fits did not converge (max steps)" in p]
+    assert len(late) == 1 and "fit_pipeline(options=" in late[0]
+    assert piped.problems() == piped.loss_fit.problems() + list(said) + list(piped.resample_problems)
     saved = cj.save(piped, tmp_path / "piped.npz")
     back = cj.load(saved)
     assert back.benchmark_problems == said and back.degenerate_benchmarks == ("gsm8k",)
+    assert back.resample_problems == piped.resample_problems
     capsys.readouterr()
     assert cli.main(["optimize", str(saved), "--size", "8"]) == 0
     out = capsys.readouterr().out
     warned = [line for line in out.splitlines() if "the loss-to-benchmark fit of gsm8k: degenerate fit" in line]
     assert warned and warned[0].startswith("warning: ") and out.index(warned[0]) < out.index("optimal mixture:")
+    assert "resampled proxy-loss fits did not converge" in out[: out.index("optimal mixture:")]
     bad = tamper(saved, tmp_path / "bad.npz", edit_meta=lambda m: m.update(degenerate_benchmarks=["hellaswag"]))
     with pytest.raises(ValueError, match="degenerate_benchmarks names \\['hellaswag'\\], not benchmarks"):
         cj.load(bad)

@@ -60,8 +60,9 @@ from ..solver._options import FitOptions
 # their extra arrays).
 # 14: CAMELMixture's `a_max`, a bound on each term's slope (earlier files hold unbounded slopes, a = root_a^2, and
 # load so).
-# 15: a PipelineFit's `benchmark_problems` and `degenerate_benchmarks` (what its score's loss-to-benchmark fits said;
-# earlier files hold none, and load so; a reader of format 14 refuses these files rather than drop the warnings).
+# 15: a PipelineFit's `benchmark_problems` and `degenerate_benchmarks` (what its score's loss-to-benchmark fits said)
+# and `resample_problems` (its resampled fits'); earlier files hold none, and load so; a reader of format 14 refuses
+# these files rather than drop the warnings.
 FORMAT_VERSION = 15
 
 # Bounds on what a file may ask for: far above any real law, far below anything harmful.
@@ -264,6 +265,7 @@ def save_to(
             "decision_calibration": obj.decision_calibration is not None,
             "benchmark_problems": list(obj.benchmark_problems),
             "degenerate_benchmarks": list(obj.degenerate_benchmarks),
+            "resample_problems": list(obj.resample_problems),
         }
     else:
         raise TypeError(f"save() takes a FitResult, BootstrapResult, Pipeline or PipelineFit; got {type(obj).__name__}")
@@ -575,13 +577,14 @@ def _pipeline_fit_skeleton(meta: dict[str, Any], path: Path, known: dict[str, ty
     decision: Any = _decision_skeleton(meta, path)  # a layout before format 7 is converted once loaded
     said = _strings(meta.get("benchmark_problems", []), f"{path}: benchmark_problems")
     degenerate = _strings(meta.get("degenerate_benchmarks", []), f"{path}: degenerate_benchmarks")
+    resampled = _strings(meta.get("resample_problems", []), f"{path}: resample_problems")
     unknown = sorted(set(degenerate) - {b for b, _ in pipeline.benchmark_weights})
     if unknown:
         raise ValueError(f"{path}: degenerate_benchmarks names {unknown}, not benchmarks of the pipeline's score")
     skeleton = PipelineFit(pipeline=pipeline, pipelines=pipelines, loss_fit=loss_fit,
                            resamples=zero if meta["resampled"] else None, calibration=calibration,
                            score_noise=0.0, decision_calibration=decision, benchmark_problems=said,
-                           degenerate_benchmarks=degenerate)  # fmt: skip
+                           degenerate_benchmarks=degenerate, resample_problems=resampled)  # fmt: skip
     picks = _pipeline_picks(pipeline, "pipeline.", lambda o: o.pipeline)
     if pipelines is not None:
         picks += _pipeline_picks(pipelines, "pipelines.", lambda o: o.pipelines)

@@ -35,7 +35,7 @@ from ..fitting._calibrate import (
 from ..fitting._fit import FitResult, fit, resolve_options
 from ..fitting._resample import resample_weights
 from ..laws import LossToBenchmark
-from ..solver._options import FitOptions
+from ..solver._options import FitOptions, Status
 
 if TYPE_CHECKING:  # the data layer imports pandas; the core only reads MixtureData's arrays
     from ..data._containers import MixtureData
@@ -284,7 +284,8 @@ class PipelineFit(eqx.Module):
     verdict from it. `support()` is the range of the trained mixtures. `benchmark_problems` are the problems of
     the score's loss-to-benchmark fits (`FitResult.problems()` of each benchmark's, naming it), and
     `degenerate_benchmarks` the benchmarks whose loss-to-benchmark law is degenerate (a parameter the solver ran to
-    a limit): no verdict rests on those. `problems()` says both fits' problems."""
+    a limit): no verdict rests on those. `resample_problems` say how many of the resampled fits (both stages) did not
+    converge. `problems()` says them all."""
 
     pipeline: Pipeline
     pipelines: Pipeline | None
@@ -295,12 +296,14 @@ class PipelineFit(eqx.Module):
     decision_calibration: DecisionCalibration | None = None
     benchmark_problems: tuple[str, ...] = eqx.field(static=True, default=())
     degenerate_benchmarks: tuple[str, ...] = eqx.field(static=True, default=())
+    resample_problems: tuple[str, ...] = eqx.field(static=True, default=())
 
     def problems(self) -> list[str]:
         """What makes a decision on this fit unreliable, one sentence each: the proxy-loss fit's (`loss_fit.problems()`,
-        its targets the score's benchmarks in order) and then the score's loss-to-benchmark fits'
-        (`benchmark_problems`). Every decision resting on the fit repeats them."""
-        return self.loss_fit.problems() + list(self.benchmark_problems)
+        its targets the score's benchmarks in order), the score's loss-to-benchmark fits' (`benchmark_problems`), and
+        the resampled fits' (`resample_problems`: those that did not converge). Every decision resting on the fit
+        repeats them."""
+        return self.loss_fit.problems() + list(self.benchmark_problems) + list(self.resample_problems)
 
     @property
     def objective_noise(self) -> float:
@@ -396,12 +399,12 @@ def fit_pipeline(
     counts = resample_weights(k_draw, data.n_points, n_resamples, groups=groups, strata=strata).astype(Y.dtype)
     counts = counts * data.weight[None, :]
     if two_stage:
-        bench, Y_boot = _resampled_benchmarks(benchmarks, names, counts, k_boot)
+        bench, Y_boot, resampled = _resampled_benchmarks(benchmarks, names, counts, k_boot)
     else:
         bench = {b: jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (n_resamples,) + leaf.shape), benchmarks.laws[b])
                  for b in names}  # fmt: skip
-        Y_boot = jnp.repeat(Y, n_resamples, axis=0)
-    batched = _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, k_boot, options)
+        Y_boot, resampled = jnp.repeat(Y, n_resamples, axis=0), []
+    batched, said_of_proxies = _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, k_boot, options)
     calibration, decision = None, None
     if calibrate:  # its folds need their median prediction at the held-out runs, not the bootstrap's tails
         folds = _calibration(law, data, Y, W, loss_fit, (groups, strata, min(n_resamples, FOLD_RESAMPLES)), options,
@@ -413,8 +416,8 @@ def fit_pipeline(
             decision = _decision_calibration(predicted, measured, folds[1], noise, runs_used, repeated, fitted_score)
     return PipelineFit(pipeline=pipeline, pipelines=Pipeline(batched, bench, weights, datasets), loss_fit=loss_fit,
                        resamples=counts, calibration=calibration, score_noise=noise,
-                       decision_calibration=decision, benchmark_problems=said,
-                       degenerate_benchmarks=degenerate)  # fmt: skip
+                       decision_calibration=decision, benchmark_problems=said, degenerate_benchmarks=degenerate,
+                       resample_problems=tuple(said_of_proxies + resampled))  # fmt: skip
 
 
 def _benchmark_fit_problems(
@@ -494,15 +497,32 @@ def _proxy_targets(benchmarks: BenchmarkFits, weights: Mapping[str, float], n_po
     return names, Y
 
 
-def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key, options) -> dict[str, Any]:
+def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key, options) -> tuple[dict, list]:
     """The mixture laws refitted on every resample ({b: law batched [B]}): one multi-target fit of the rows
     [T * B] (benchmark-major: the same resamples for every benchmark, weighted by `noisy` [T, P]), each
-    warm-started at its full-data fit."""
+    warm-started at its full-data fit; and that fit's problems (`_resample_problems`)."""
     T, (B, P) = len(names), counts.shape
     warm = warm_starts(loss_fit.law, B)
     weights = (counts[None] * noisy[:, None, :]).reshape(T * B, P)
     boot = fit(law, data.inputs, Y_boot, weights=weights, key=key, inits=warm, options=options)
-    return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names)
+    said = _resample_problems(boot, "proxy-loss", "raise `fit_pipeline(options=FitOptions(max_steps=..., polish=...))`")
+    return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names), said
+
+
+def _resample_problems(refit: FitResult, what: str, fix: str) -> list[str]:
+    """What makes a batch of resampled fits unreliable, as `BootstrapResult.problems()` says it of a loss fit's: the
+    rows whose chosen start did not meet its stopping rule, and those whose objective is not finite."""
+    best = np.atleast_1d(np.asarray(refit.best_status))
+    late = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
+    out = []
+    if late.any():
+        labels = ", ".join(sorted({Status(int(code)).label for code in best[late]}))
+        out.append(f"{int(late.sum())} of {best.size} resampled {what} fits did not converge ({labels}): the bands "
+                   f"and the verdict include where those fits stopped, not only what the data determine; {fix}")
+    bad = int(np.sum(~np.isfinite(np.asarray(refit.objective))))
+    if bad:
+        out.append(f"{bad} of {best.size} resampled {what} fits have a non-finite objective")
+    return out
 
 
 def _score_noise(benchmarks: BenchmarkFits, weights: Mapping[str, float]) -> float:
@@ -521,9 +541,10 @@ def _score_noise(benchmarks: BenchmarkFits, weights: Mapping[str, float]) -> flo
 
 def _resampled_benchmarks(
     benchmarks: BenchmarkFits, names: Sequence[str], counts: Array, key: Array
-) -> tuple[dict[str, LossToBenchmark], Array]:
-    """The loss-to-benchmark laws refitted on every resample ({b: law batched [B]}) and the resamples' proxy
-    losses [T * B, P] (benchmark-major), as one multi-target fit warm-started from the point fits."""
+) -> tuple[dict[str, LossToBenchmark], Array, list[str]]:
+    """The loss-to-benchmark laws refitted on every resample ({b: law batched [B]}), the resamples' proxy
+    losses [T * B, P] (benchmark-major), as one multi-target fit warm-started from the point fits, and that fit's
+    problems (`_resample_problems`)."""
     result = benchmarks.result  # a multi-target fit: every leaf has a leading benchmark axis
     order = list(benchmarks.laws)
     index = jnp.asarray([order.index(b) for b in names])
@@ -537,7 +558,8 @@ def _resampled_benchmarks(
     laws = jax.tree.map(lambda leaf: leaf.reshape((len(names), B) + leaf.shape[1:]), refit.law)
     per_benchmark = _rows(laws, names)
     proxy = jnp.concatenate([jax.vmap(lambda law: law.proxy_loss(L))(per_benchmark[b]) for b in names])
-    return per_benchmark, proxy
+    fix = "they run at `BENCHMARK_OPTIONS`; `fit_pipeline(two_stage=False)` keeps the full-data fits in every resample"
+    return per_benchmark, proxy, _resample_problems(refit, "loss-to-benchmark", fix)
 
 
 def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> tuple[Calibration, HeldOut] | None:
