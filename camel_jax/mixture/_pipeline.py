@@ -430,7 +430,7 @@ def _benchmark_fit_problems(
     said: list[str] = []
     degenerate: list[str] = []
     for b in names:
-        one = result.target_fit(order.index(b)) if result.n_targets is not None else result
+        one = result.target_fit(order.index(b))
         said += [f"the loss-to-benchmark fit of {b}: {problem}" for problem in one.problems()]
         if one.degenerate():
             degenerate.append(b)
@@ -512,12 +512,11 @@ def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key,
 def _resample_problems(refit: FitResult, what: str, fix: str) -> list[str]:
     """What makes a batch of resampled fits unreliable, as `BootstrapResult.problems()` says it of a loss fit's: the
     rows whose chosen start did not meet its stopping rule, and those whose objective is not finite."""
-    best = np.atleast_1d(np.asarray(refit.best_status))
-    late = ~np.isin(best, [Status.CONVERGED, Status.STALLED])
+    best, late = refit._unconverged()  # the rule `FitResult.problems()` reads
     out = []
-    if late.any():
+    if late.size:
         labels = ", ".join(sorted({Status(int(code)).label for code in best[late]}))
-        out.append(f"{int(late.sum())} of {best.size} resampled {what} fits did not converge ({labels}): the bands "
+        out.append(f"{late.size} of {best.size} resampled {what} fits did not converge ({labels}): the bands "
                    f"and the verdict include where those fits stopped, not only what the data determine; {fix}")
     bad = int(np.sum(~np.isfinite(np.asarray(refit.objective))))
     if bad:
