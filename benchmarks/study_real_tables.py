@@ -45,7 +45,7 @@ import shared_data  # noqa: E402
 import camel_jax as cj  # noqa: E402
 from camel_jax.cli.fit import AUTO_LAWS, AUTO_MIN_SIZES, AUTO_MIXTURE_LAWS, AUTO_MIXTURE_SHARE  # noqa: E402
 from camel_jax.experiments._select import simplest_within, takes_tokens  # noqa: E402
-from camel_jax.fitting._fit import degenerate_parameters  # noqa: E402
+from camel_jax.fitting._degenerate import degenerate_parameters  # noqa: E402
 from camel_jax.laws import LAWS, law_template  # noqa: E402
 from camel_jax.laws._base import n_free_parameters  # noqa: E402
 from camel_jax.solver._options import Status  # noqa: E402

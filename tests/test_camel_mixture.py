@@ -267,7 +267,7 @@ def test_a_detached_term_is_its_finite_coordinates_and_not_a_degenerate_fit():
     NumPy formula from them and the attached terms' paper form gives the law's losses), and `degenerate_parameters`
     does not call its K_0 and row t_0 (~0) degenerate, so auto's failed-targets rule does not count it; its
     coefficient Kt_0 is checked instead."""
-    from camel_jax.fitting._fit import degenerate_parameters
+    from camel_jax.fitting._degenerate import degenerate_parameters
 
     law = detached_law(share=1e-12, loss_scale=10.0)
     assert np.asarray(law.detached_terms()).tolist() == [True, False, False]
@@ -298,7 +298,7 @@ def test_the_cli_prints_a_detached_term_by_its_finite_coordinates_never_its_k_an
     from test_law_choice import NUMBER, assert_no_degenerate_numbers
 
     from camel_jax.cli.fit import _detached, _print_params, _print_targets
-    from camel_jax.fitting._fit import degenerate_parameters
+    from camel_jax.fitting._degenerate import degenerate_parameters
 
     law = detached_law(share=1e-12)
     r = random_mixtures(np.random.default_rng(8), 24, 4, zeros=True)

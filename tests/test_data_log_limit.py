@@ -13,7 +13,7 @@ from test_law_choice import assert_no_degenerate_numbers
 import camel_jax as cj
 from camel_jax.cli._common import json_text
 from camel_jax.cli.fit import _log_limit, _print_params
-from camel_jax.fitting._fit import degenerate_parameters
+from camel_jax.fitting._degenerate import degenerate_parameters
 from camel_jax.fitting._identify import identifiability
 from camel_jax.laws._camel_data import LOG_LIMIT_EXPONENT
 

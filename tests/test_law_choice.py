@@ -10,7 +10,7 @@ import pytest
 import camel_jax as cj
 from camel_jax.cli import main
 from camel_jax.cli.fit import _print_params
-from camel_jax.fitting._fit import DEGENERATE_HINT, degenerate_parameters
+from camel_jax.fitting._degenerate import DEGENERATE_HINT, degenerate_parameters
 
 # a parameter line of `camel-jax fit`: "  name: value ..."
 PARAMETER_LINE = re.compile(r"^  (\w+): (.*)$")

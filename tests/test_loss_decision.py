@@ -3,6 +3,7 @@ its band and a verdict; `camel-jax optimize --reference --out` and `camel-jax pr
 bootstrap that the bands need."""
 
 import dataclasses
+import inspect
 import json
 from pathlib import Path
 
@@ -233,6 +234,37 @@ def test_a_fit_whose_extrapolation_means_nothing_gives_no_verdict(cli_fit, monke
     decided = cj.decide_loss(fitted, key=jax.random.key(0), size=20.0, reference=ref, restarts=RESTARTS)
     assert decided.verdict == "not resolved" and np.array_equal(decided.recommended, ref)
     assert any(p.startswith("degenerate fit") for p in decided.problems)
+
+
+def _with_params(law, **changes):
+    """The same law (structure and units) with some of its `params()` changed (a tied law's alpha follows beta)."""
+    accepted = inspect.signature(type(law).from_params).parameters
+    keywords = {k: v for k, v in law.structure().items() if k in accepted}
+    params = {k: v for k, v in law.params().items() if not (k == "alpha" and keywords.get("tied"))}
+    return type(law).from_params(**(params | changes), **keywords)
+
+
+def test_degenerate_resamples_travel_with_the_fit_into_the_decision(cli_fit):
+    """A resampled law with a step in size is counted among the bootstrap's problems (`bootstrap_problems`), and the
+    loss decision carries the sentence; a bootstrap of sound laws says nothing of it."""
+    folder, ref, _ = cli_fit
+    fitted = cj.load(folder / "fit.npz")
+    law = fitted.law
+    beta = np.asarray(law.params()["beta"], dtype=float)
+    step = _with_params(law, beta=np.r_[beta[:-1], 3.0e4])  # a factor e^(3e4 * log 2) between sizes 4 and 8
+    stack = lambda laws: jax.tree.map(lambda *leaves: jnp.stack(leaves), *laws)  # noqa: E731
+    boot = cj.BootstrapResult.of_laws(stack([law, step, law, law]))
+    np.testing.assert_array_equal(fitted.degenerate_resamples(boot), [False, True, False, False])
+    said = fitted.bootstrap_problems(boot)
+    assert said[-1].startswith("1 of 4 resamples are degenerate")
+    clean = cj.BootstrapResult.of_laws(stack([law] * 4))
+    assert not any("degenerate" in p for p in fitted.bootstrap_problems(clean))
+    decided = cj.decide_loss(dataclasses.replace(fitted, bootstrap=boot), key=jax.random.key(0), size=20.0,
+                             reference=ref, restarts=RESTARTS)  # fmt: skip
+    assert said[-1] in decided.problems
+    with pytest.raises(ValueError, match="no bootstrap"):
+        dataclasses.replace(fitted, bootstrap=None).degenerate_resamples()
+    assert dataclasses.replace(fitted, bootstrap=None).bootstrap_problems() == []
 
 
 def test_an_ascent_short_of_its_optimum_is_a_problem_of_the_decision(cli_fit):

@@ -909,7 +909,7 @@ def _off(finite: dict[str, Any]) -> dict[str, str]:
     """The inverse amplitudes kappa_i = 1 / K_i and nu_i = 1 / G_i (at the reference point) of terms switched off
     (K_i or G_i below 1e-6 in the loss's units, b_i or h_i 0 to working precision): another regular point of the
     coordinates, where the inverse is huge or infinite; printed in words, never as that number."""
-    from ..fitting._fit import ESTIMATE_LIMIT
+    from ..fitting._degenerate import ESTIMATE_LIMIT
 
     out: dict[str, str] = {}
     for name, amplitude in (("kappa", "K"), ("nu", "G")):

@@ -191,7 +191,7 @@ def _decide_fit(saved: Any, args: argparse.Namespace, bounds: dict[str, Any], ke
                                    **{k: v for k, v in bounds.items() if k != "reference"})  # fmt: skip
     except ValueError as error:
         raise UserError(str(error).splitlines()[0]) from None
-    said_of_boot = () if saved.bootstrap is None else tuple(saved.bootstrap.problems())
+    said_of_boot = tuple(saved.bootstrap_problems())
     for problem in decision.problems[len(saved.problems()):]:  # the fit's own were said first
         say_problems(args.saved, [problem], "bootstrap" if problem in said_of_boot else "search")
     for warning in caught:

@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
         return
     df = _read_csv(args.rows)
     inputs, which, observed = read_rows(df, fit_columns(args.saved, saved), saved, args.saved)
-    say_problems(args.saved, saved.problems() + saved.bootstrap.problems())
+    say_problems(args.saved, saved.problems() + saved.bootstrap_problems())
     predicted, lower, upper = saved.prediction_band(*inputs, level=args.level)
     outside = saved.outside_support(inputs[0])
     predicted, lower, upper = _without_outside((predicted, lower, upper), outside)
@@ -200,7 +200,7 @@ def _predict_read(args: argparse.Namespace, saved: Any, reader: dict[str, Any]) 
         raise UserError(f"the rows' targets {list(data.targets)} are not the fit's {targets}")
     inputs = data.inputs[: len(saved.inputs)]
     _check_sizes(args, data, len(inputs))
-    say_problems(args.saved, saved.problems() + saved.bootstrap.problems())
+    say_problems(args.saved, saved.problems() + saved.bootstrap_problems())
     band = saved.prediction_band(*inputs, level=args.level)
     outside = saved.outside_support(inputs[0])
     predicted, lower, upper = (np.atleast_2d(a) for a in _without_outside(band, outside))

@@ -36,6 +36,7 @@ from ..laws._checks import check_inits
 from ..solver._minimise import Solution, minimise
 from ..solver._options import FitOptions, Status
 from ..solver._shard import lane_mesh
+from ._degenerate import DEGENERATE_HINT, degenerate_batch, degenerate_parameters
 from ._identify import Identifiability, identifiability, paper_params
 from ._residuals import fit_residuals
 from ._student import t_quantile
@@ -337,6 +338,47 @@ class FitResult(eqx.Module):
         return [degenerate_parameters(law, self.inputs, self.y[t], self.weights[t])
                 for t, law in enumerate(self.target_laws())]  # fmt: skip
 
+    def degenerate_resamples(self, bootstrap: Any = None) -> np.ndarray:
+        """Which resampled laws of the bootstrap (the fit's own, or the one given) are degenerate by the rule of
+        `degenerate` (`degenerate_parameters`: a limit the solver ran to, a step inside the trained sizes), each
+        checked on the targets it was fitted to under its resample's weights (the fit's own weights for a bootstrap
+        that does not record them, `BootstrapResult.of_laws`): [B] booleans ([B, T] for a fit of T targets)."""
+        boot = self.bootstrap if bootstrap is None else bootstrap
+        if boot is None:
+            raise ValueError("this fit holds no bootstrap: pass `bootstrap=`")
+        weights, y = np.asarray(self.weights, dtype=float), np.asarray(self.y, dtype=float)
+        resamples = np.asarray(boot.resamples, dtype=float)  # [B, P]: each resample's counts of the fit's points
+        if resamples.ndim != 2 or resamples.shape[1] != y.shape[-1]:  # laws without their weights (`of_laws`)
+            resamples = np.ones((boot.n_resamples, y.shape[-1]))
+        if self.n_targets is None:
+            found = degenerate_batch(boot.laws, self.inputs, y, resamples * weights[None])
+            return np.array([bool(f) for f in found], dtype=bool)
+        weights = np.broadcast_to(weights, y.shape)
+        out = np.zeros((resamples.shape[0], self.n_targets), dtype=bool)
+        for t in range(self.n_targets):
+            laws = jax.tree.map(lambda leaf, t=t: leaf[:, t] if eqx.is_array(leaf) else leaf, boot.laws)
+            found = degenerate_batch(laws, self.inputs, y[t], resamples * weights[t][None])
+            out[:, t] = [bool(f) for f in found]
+        return out
+
+    def bootstrap_problems(self, bootstrap: Any = None) -> list[str]:
+        """What makes the bootstrap's spread unreliable (the fit's own, or the one given): its own `problems()`
+        (resamples that did not converge or are not finite), then how many of its resampled laws are degenerate
+        (`degenerate_resamples`): their bands and the decisions' draws include limits, not estimates. [] without
+        a bootstrap."""
+        boot = self.bootstrap if bootstrap is None else bootstrap
+        if boot is None:
+            return []
+        out = list(boot.problems())
+        found = self.degenerate_resamples(boot)
+        if found.any():
+            which = "resamples" if found.ndim == 1 else f"resampled fits ({int(found.any(axis=0).sum())} of " \
+                f"{found.shape[1]} targets)"  # fmt: skip
+            out.append(f"{int(found.sum())} of {found.size} {which} are degenerate (a limit the solver ran to, or a "
+                       "step inside the trained sizes): the bands and the verdict include laws that are not "
+                       f"estimates, and the data barely determine this law; {DEGENERATE_HINT}")  # fmt: skip
+        return out
+
     def _design_problems(self) -> list[str]:
         """What the design cannot determine (`design_problems`: too few points, sizes or mixtures for the law),
         and a fit whose stopping rule was float32's (see `FLOAT32_PROBLEM`)."""
@@ -471,175 +513,6 @@ class FitResult(eqx.Module):
             out["not_identified"] = names[0] if self.n_targets is None else names
         return out
 
-
-# What a degenerate fit calls for (`FitResult.problems`); the command line names the law itself.
-DEGENERATE_HINT = (
-    "fit a law that handles these data: a token-aware law (sodm-additive, camel-data) when the tokens vary, or the "
-    "next best law of `camel-jax fit --law auto`'s held-out ranking"
-)
-# A level (an irreducible loss) beyond this many times the targets' scale is a value the solver ran to, not a loss.
-LEVEL_LIMIT = 1e6
-# Any other coefficient (K, A, B) beyond this in absolute value in the data's units (`_params_in_data_units`) is a
-# value the solver ran to: the command line never prints it as an estimate (issue 56).
-ESTIMATE_LIMIT = 1e6
-# A size or tokens exponent whose term changes by more than this factor across the trained range acts as a step.
-STEP_FACTOR = 1e6
-
-
-def _exponents(law: Any) -> dict[str, tuple[int, str]]:
-    """{parameter name: (position of the input it is the exponent of, "size" or "tokens")} for the shipped laws."""
-    from ..laws import CAMEL, CAMELData, Chinchilla, LogLinear, PowerLaw, SODMAdditive, SODMJoint
-
-    tokens = bool(law.structure().get("tokens", False)) if hasattr(law, "structure") else False
-    if isinstance(law, CAMELData):
-        return {"beta": (1, "size")} | ({"gamma": (2, "tokens")} if tokens else {})
-    if isinstance(law, CAMEL):
-        return {"beta": (1, "size")}
-    if isinstance(law, (SODMAdditive, SODMJoint)):
-        return {"alpha": (1, "size")} | ({"beta": (2, "tokens")} if tokens else {})
-    if isinstance(law, LogLinear):
-        found = {"alpha": (1, "size")} if law.size else {}
-        return found | ({"beta": (1 + int(law.size), "tokens")} if law.tokens else {})
-    if isinstance(law, Chinchilla):
-        return {"alpha": (0, "size"), "beta": (1, "tokens")}
-    if isinstance(law, PowerLaw):
-        return {"alpha": (0, "size")}
-    return {}
-
-
-def degenerate_parameters(law: Any, inputs: Sequence[Any], y: Any, weights: Any) -> dict[str, str]:
-    """The parameter elements of one (unbatched) law that are limits, not estimates, with the reason of each.
-
-    Four kinds, each a value no extrapolation can rest on: a non-finite value (`K inf`, `C -inf`); a level (`C`,
-    `E`) beyond `LEVEL_LIMIT` times the targets' scale (`E = -2.98e18` for losses near 3); any other coefficient
-    beyond `ESTIMATE_LIMIT` (1e6) in absolute value in the data's units (DML's `K[2] = 3.96e65` on a single-size
-    table), read as the same function with loss, sizes and tokens measured in the units `fit` sets from the data
-    (`data_units`): a coefficient's raw size depends on the units of its input (SODM's `B = 4.3e8` with `beta =
-    0.89` is a term of 0.5 at 1e10 raw tokens, B = 0.54 in units of 1e10), a runaway is large in every unit; and a
-    size or tokens exponent whose term changes by more than `STEP_FACTOR` across the trained range (`beta 3.09e4`
-    between sizes a factor 6 apart: a step inside the trained sizes, not a power law). CAMEL's terms in the log-law
-    limit are not flagged: their K (infinite) and C are stand-ins for the law's finite coordinates
-    (`CAMEL.log_limit_params`), which are checked instead (a slope `b[i]` beyond `ESTIMATE_LIMIT`, a level `C1`
-    beyond `LEVEL_LIMIT`, times the targets' scale); CAMELData's data terms alike (`G[i]`,
-    `CAMELData.log_limit_data_terms`, slope `h[i]`). Nor are a detached term's K_i and row t_i
-    (`CAMELMixture.detached_terms`: share 0, a regular point of the coordinates and a legitimate optimum, where
-    both are 0): `camel-jax fit` reports the term by its finite coordinates (`CAMELMixture.detached_params`), whose
-    coefficient Kt_i is checked instead (`Kt[i]`).
-
-    **Arguments**:
-
-    - `law`: the law (unbatched); `inputs`: the fitted inputs; `y`, `weights`: the targets [P] and weights [P].
-
-    **Returns**: {element name (`K[1]`, `C`): why, in a few words}, in `params()` order (a detached term's `Kt[i]`,
-    then a log-law limit's `b[i]`, `h[i]`, `C1`, last).
-    """
-    from ._identify import element_names
-
-    if not hasattr(law, "params"):
-        return {}
-    w = np.asarray(weights) > 0
-    y = np.asarray(y, dtype=float)
-    scale = float(np.exp(np.mean(np.log(np.abs(y[w & (y != 0)]))))) if np.any(w & (y != 0)) else 1.0
-    excused: set[str] = set()
-    terms, data_terms = _log_limit_terms(law)
-    if terms.size or data_terms.size:
-        excused = {"C", *(f"K[{i}]" for i in terms), *(f"G[{i}]" for i in data_terms)}
-    log_limit, detached = set(excused), _detached_terms(law)
-    if detached:
-        n = int(np.shape(law.params()["t"])[-1])
-        excused |= {f"K[{i}]" for i in detached} | {f"t[{i}, {j}]" for i in detached for j in range(n)}
-    exponents = _exponents(law)
-    out: dict[str, str] = {}
-    with np.errstate(all="ignore"):
-        unitless = _params_in_data_units(law, inputs, y)
-        for name, value in law.params().items():
-            value = np.asarray(value, dtype=float)
-            in_data_units = np.ravel(np.asarray(unitless.get(name, value), dtype=float))
-            for element, v, c in zip(element_names(name, value), np.ravel(value), in_data_units):
-                if element in excused:
-                    continue
-                if not np.isfinite(v):
-                    out[element] = "at an infinite limit" if np.isinf(v) else "not a number"
-                elif name in ("C", "E") and abs(v) > LEVEL_LIMIT * scale:
-                    side = "above" if v > 0 else "below minus"
-                    out[element] = f"{side} {LEVEL_LIMIT:.0e} times the targets' scale (a level the solver ran to)"
-                elif not abs(c) <= ESTIMATE_LIMIT and name not in exponents:
-                    out[element] = (f"beyond {ESTIMATE_LIMIT:.0e} in absolute value in the data's units (a value the "
-                                    "solver ran to)")  # fmt: skip
-                elif name in exponents and exponents[name][0] < len(inputs):
-                    position, kind = exponents[name]
-                    x = np.asarray(inputs[position], dtype=float)[w]
-                    span = float(np.log(x.max() / x.min())) if x.size and np.all(x > 0) else 0.0
-                    if abs(v) * span > np.log(STEP_FACTOR):
-                        out[element] = (
-                            f"so large that its term changes by a factor e^{abs(v) * span:.0f} between the smallest "
-                            f"and largest trained {kind} (a step inside the trained range, not a power law)"
-                        )
-        for i, coefficient in detached.items():  # the finite coordinate that stands for a detached term's K_i
-            if f"K[{i}]" in log_limit:  # also in the log-law limit: Kt_i is infinite there, as K_i is
-                continue
-            if not np.isfinite(coefficient) or abs(coefficient) > ESTIMATE_LIMIT:
-                out[f"Kt[{i}]"] = (f"beyond {ESTIMATE_LIMIT:.0e} in absolute value (the coefficient of a detached "
-                                   "term, a value the solver ran to)")  # fmt: skip
-        if excused:
-            out |= _log_limit_runaways(law, terms, data_terms, scale)
-    return out
-
-
-def _log_limit_terms(law: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(the capacity terms, the data terms) of a law in their log-law limit (`CAMEL.log_limit_terms`,
-    `CAMELData.log_limit_data_terms`), as indices; empty for a law without that limit."""
-    none = np.zeros(0, dtype=int)
-    terms = np.flatnonzero(np.asarray(law.log_limit_terms())) if hasattr(law, "log_limit_terms") else none
-    data = np.flatnonzero(np.asarray(law.log_limit_data_terms())) if hasattr(law, "log_limit_data_terms") else none
-    return terms, data
-
-
-def _log_limit_runaways(law: Any, terms: np.ndarray, data_terms: np.ndarray, scale: float) -> dict[str, str]:
-    """The finite coordinates that stand for the excused K_i, G_i and C of terms in the log-law limit
-    (`log_limit_params`), checked as those would be: a term's slope (`b`, or CAMELMixture's `a`; a data term's `h`)
-    beyond `ESTIMATE_LIMIT` times the targets' scale, or a level `C1` beyond `LEVEL_LIMIT` times it, is a value the
-    solver ran to."""
-    finite = {k: np.asarray(v, dtype=float) for k, v in law.log_limit_params().items()}
-    slope = "b" if "b" in finite else "a"
-    checked = [(f"{slope}[{i}]", finite[slope][i]) for i in terms]
-    checked += [(f"h[{i}]", finite["h"][i]) for i in data_terms if "h" in finite]
-    out = {}
-    for name, value in checked:
-        if not abs(value) <= ESTIMATE_LIMIT * scale:
-            out[name] = (f"beyond {ESTIMATE_LIMIT:.0e} times the targets' scale (the slope of a term in the log-law "
-                         "limit, a value the solver ran to)")  # fmt: skip
-    level = finite.get("C1")
-    if level is not None and not abs(float(level)) <= LEVEL_LIMIT * scale:
-        out["C1"] = f"beyond {LEVEL_LIMIT:.0e} times the targets' scale (a log-law limit's level the solver ran to)"
-    return out
-
-
-def _params_in_data_units(law: Any, inputs: Sequence[Any], y: Any) -> dict[str, Any]:
-    """`law.params()` of the same function with loss, sizes and tokens measured in the units a fit on these data
-    sets (`data_units`; coefficients free of the inputs' units): the law re-expressed in those units (`in_units`)
-    and read with its units at the class defaults. The law's own `params()` when it declares no units or cannot be
-    re-expressed (a parameter at an infinite limit; CAMELData and CAMELMixture move their own coordinates, exactly
-    in the log-law limit too)."""
-    from ._units import data_units
-
-    units = data_units(law, inputs, y)
-    defaults = {f.name: f.default for f in dataclasses.fields(type(law)) if f.name in units}
-    if not units or any(value is dataclasses.MISSING for value in defaults.values()):
-        return law.params()
-    try:
-        return dataclasses.replace(law.in_units(**units), **defaults).params()
-    except (ValueError, TypeError, FloatingPointError, OverflowError):
-        return law.params()
-
-
-def _detached_terms(law: Any) -> dict[int, float]:
-    """The detached terms of a law that has them (`CAMELMixture.detached_terms`: share s_i = 0, a regular point
-    where the paper's K_i and row t_i are 0, not estimates), {term: its coefficient Kt_i in the user's units}."""
-    if not hasattr(law, "detached_terms"):
-        return {}
-    coefficients = np.asarray(law.detached_params()["Kt"], dtype=float)
-    return {int(i): float(coefficients[i]) for i in np.flatnonzero(np.asarray(law.detached_terms()))}
 
 
 def r_squared(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -112,7 +112,8 @@ class LossDecision:
     is no reference); `lower`, `upper` [n] the search region; `trained_low`, `trained_high` [n] the trained range;
     `outside` the shares of the pick outside the trained range, one phrase each; `weights` [T] the objective's
     weights over the targets (`targets` their names); `names` the mixture's dataset names; `problems` what makes the
-    fit or its bootstrap unreliable (`FitResult.problems()` and `BootstrapResult.problems()`), to be read first.
+    fit or its bootstrap unreliable (`FitResult.problems()` and `FitResult.bootstrap_problems()`: resamples
+    unconverged, not finite or degenerate), to be read first.
     """
 
     mixture: np.ndarray
@@ -324,7 +325,7 @@ def decide_loss(
                       "extrapolates in mixture", stacklevel=user_stacklevel())  # fmt: skip
     beyond_terms = _outside_term_support(result, pick)  # inside the shares' region, where a term was never measured
     outside += [beyond_terms] if beyond_terms else []
-    problems = tuple(result.problems()) + (tuple(boot.problems()) if boot is not None else ())
+    problems = tuple(result.problems()) + tuple(result.bootstrap_problems(boot))
     problems += ascent_problems(reached)
     optima, band = _optima_band(found, n, level)
     ref_value = np.nan
