@@ -267,6 +267,21 @@ def test_degenerate_resamples_travel_with_the_fit_into_the_decision(cli_fit):
     assert dataclasses.replace(fitted, bootstrap=None).bootstrap_problems() == []
 
 
+def test_fit_counts_and_says_the_degenerate_resamples(cli_fit, capsys, monkeypatch):
+    """`camel-jax fit`'s JSON counts the resampled laws that are degenerate, as the saved fit's bootstrap does, and a
+    warning line says them (one of the 8 made degenerate here: the same fit as the fixture's, another file)."""
+    folder, _, _ = cli_fit
+    record = json.loads((folder / "fit.json").read_text())
+    assert record["bootstrap_degenerate"] == int(cj.load(folder / "fit.npz").degenerate_resamples().sum())
+    monkeypatch.setattr(cj.FitResult, "degenerate_resamples", lambda self, bootstrap=None: np.arange(8) == 3)
+    capsys.readouterr()
+    argv = ["fit", str(folder / "train.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "4",
+            "--resamples", "8", "--no-calibrate", "--out", str(folder / "fit_said")]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert "warning: 1 of 8 resampled laws are degenerate" in capsys.readouterr().out
+    assert json.loads((folder / "fit_said.json").read_text())["bootstrap_degenerate"] == 1
+
+
 def test_an_ascent_short_of_its_optimum_is_a_problem_of_the_decision(cli_fit):
     """A pick whose ascent stopped at its step cap is not passed as the optimum: the decision's problems say so,
     for the pick and for the resamples its band rests on (one polish step and no Adam: no start gets there)."""

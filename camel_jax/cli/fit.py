@@ -634,6 +634,8 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
     }
     out["bootstrap_resamples"] = boot.n_resamples  # fewer than asked if Ctrl-C stopped the bootstrap
     out["outside_interval"] = _outside(out["params"], out["intervals_95"]) if result.n_targets is None else []
+    degenerate = dataclasses.replace(result, bootstrap=boot).degenerate_resamples()  # [B] or [B, T]
+    out["bootstrap_degenerate"] = int(degenerate.sum())  # resampled laws that are limits, not estimates
     return boot
 
 
@@ -805,12 +807,21 @@ def _print_fit(out: dict[str, Any], boot: Any) -> None:
     )
     if boot is not None:
         print(f"  bootstrap: {int(np.sum(np.asarray(boot.converged)))}/{boot.n_resamples} resamples converged")
+        _say_degenerate_resamples(out, boot.n_resamples)
     if out["best_status"] not in ("converged", "stalled"):
         print(
             "  warning: the best start did not converge; the intervals below describe where the resamples "
             "stopped, not what the data determine"
         )
     _print_params(out)
+
+
+def _say_degenerate_resamples(out: dict[str, Any], total: int) -> None:
+    """A warning line when some resampled laws are degenerate (`FitResult.degenerate_resamples`)."""
+    found = out.get("bootstrap_degenerate", 0)
+    if found:
+        print(f"  warning: {found} of {total} resampled laws are degenerate (a limit the solver ran to, or a step "
+              "inside the trained sizes): the intervals include them, and the data barely determine this law")
 
 
 def _print_targets(out: dict[str, Any], boot: Any) -> None:
@@ -829,6 +840,7 @@ def _print_targets(out: dict[str, Any], boot: Any) -> None:
     if boot is not None:
         print(f"  bootstrap: {int(np.sum(np.asarray(boot.converged)))}/{np.size(boot.converged)} resample fits "
               f"converged ({boot.n_resamples} resamples x {len(out['targets'])} targets)")  # fmt: skip
+        _say_degenerate_resamples(out, int(np.size(boot.converged)))
     bad = [n for n, b in zip(out["targets"], out["best_status"]) if b not in ("converged", "stalled")]
     if bad:
         print(f"  warning: the best start of {', '.join(bad)} did not converge; their parameters are where the "
