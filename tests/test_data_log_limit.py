@@ -13,7 +13,7 @@ from test_law_choice import assert_no_degenerate_numbers
 import camel_jax as cj
 from camel_jax.cli._common import json_text
 from camel_jax.cli.fit import _log_limit, _print_params
-from camel_jax.fitting._degenerate import degenerate_parameters
+from camel_jax.fitting._degenerate import degenerate_batch, degenerate_parameters
 from camel_jax.fitting._identify import identifiability
 from camel_jax.laws._camel_data import LOG_LIMIT_EXPONENT
 
@@ -191,3 +191,20 @@ def test_a_fit_of_several_targets_names_each_target_s_terms_in_the_limit():
     assert block["terms"] == {"loss_a": [0]} and block["data_terms"] == {"loss_b": [1]}
     json.dumps(block, allow_nan=False)
     assert np.shape(block["params"]["b"]) == (2, 2)
+
+
+def test_a_batch_in_and_out_of_the_log_law_limit_is_checked_as_each_law_alone():
+    """`degenerate_batch` (a bootstrap's resampled laws at once) on laws at the limit (an infinite K or G: each
+    re-expressed in the data's units alone, as `degenerate_parameters` does) and away from it."""
+    r, M, D = runs(seed=2)
+    laws = [law_at([0.3, 0.4], [0.3, 0.2]), law_at([0.0, 0.4], [0.3, 0.0]), law_at([0.0, 2e4], [0.3, 0.0]),
+            law_at([0.0, 0.4], [0.3, 0.0], b=[1e9, 0.3]), law_at([0.3, 0.4], [0.3, 0.2], b=[1e9, 0.3]),
+            law_at([0.0, 0.9], [0.3, 0.0])]  # K[1] ~1e7 in raw parameters, ~1 in the data's units  # fmt: skip
+    y = np.asarray(laws[0](r, M, D))
+    weights = np.ones((len(laws), len(M)))
+    weights[1::2, :4] = 0.0  # some laws' own resample weights
+    batch = jax.tree.map(lambda *leaves: jnp.stack(leaves), *laws)
+    found = degenerate_batch(batch, (r, M, D), y, weights)
+    assert found == [degenerate_parameters(law, (r, M, D), y, w) for law, w in zip(laws, weights)]
+    assert found[0] == {} and found[1] == {} and "beta[1]" in found[2] and "b[0]" in found[3]
+    assert abs(float(laws[5].params()["K"][1])) > 1e6 and "K[1]" not in found[5]  # read in the data's units

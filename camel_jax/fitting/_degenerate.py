@@ -2,8 +2,8 @@
 
 `degenerate_parameters` checks one law (a fit's best law, `FitResult.degenerate`); `degenerate_batch` checks a
 batch of laws fitted to the same targets under different weights (a bootstrap's resamples), reading each law's
-numbers from one batched call instead of one eager call per law and number (a resample costs tens of
-microseconds instead of ~10 ms), with the same rule, law by law.
+numbers from one batched call instead of one eager call per law and number (after its first call in a process,
+3Mix's 600 resampled laws took 0.13 s, against ~10 ms a law one by one), with the same rule, law by law.
 """
 
 from __future__ import annotations
@@ -180,8 +180,9 @@ def _facts(law: Any, inputs: Sequence[Any], y: Any) -> _Facts:
 
 def _batched_facts(laws: Any, inputs: Sequence[Any], y: Any, n: int) -> list[_Facts]:
     """`_facts` of each of `n` laws (one leading axis), each number from one `jax.vmap`ped call; law by law when a
-    law's methods cannot be vmapped (a Python branch on a value), and for the data's units of the laws with a
-    non-finite parameter (their re-expression fails, as it does for one law)."""
+    law's methods cannot be vmapped (a Python branch on a value). The data's units: one re-expression of the laws
+    whose parameters are all finite, and one per law for the others (a law at an infinite limit re-expresses
+    itself, or not, as it does alone)."""
     row = lambda i: jax.tree.map(lambda leaf: leaf[i] if eqx.is_array(leaf) else leaf, laws)  # noqa: E731
     try:
         params = _numbers(jax.vmap(lambda law: law.params())(laws))
@@ -193,15 +194,17 @@ def _batched_facts(laws: Any, inputs: Sequence[Any], y: Any, n: int) -> list[_Fa
         kt = _numbers(jax.vmap(lambda law: law.detached_params())(laws))["Kt"] if detached.any() else None
     except (TypeError, ValueError):  # a method that branches on a value: law by law
         return [_facts(row(i), inputs, y) for i in range(n)]
-    ok = np.array([all(np.all(np.isfinite(v[i])) for v in params.values()) for i in range(n)])
-    unitless = _data_unit_params(laws, inputs, y) if ok.all() else None  # one re-expression fails them all
+    finite_rows = np.flatnonzero([all(np.all(np.isfinite(v[i])) for v in params.values()) for i in range(n)])
+    together = _data_unit_params(jax.tree.map(lambda leaf: leaf[finite_rows] if eqx.is_array(leaf) else leaf, laws),
+                                 inputs, y) if finite_rows.size else None  # fmt: skip
+    position = {int(i): j for j, i in enumerate(finite_rows)} if together is not None else {}
     out = []
     for i in range(n):
         own = {k: v[i] for k, v in params.items()}
-        if unitless is not None:
-            units = {k: np.asarray(v, dtype=float)[i] for k, v in unitless.items()}
+        if i in position:
+            units = {k: np.asarray(v, dtype=float)[position[i]] for k, v in together.items()}  # type: ignore[union-attr]
         else:
-            found = _data_unit_params(row(i), inputs, y) if ok[i] else None
+            found = _data_unit_params(row(i), inputs, y)
             units = own if found is None else _numbers(found)
         coordinates = None if finite is None or not needed[i] else {k: v[i] for k, v in finite.items()}
         kts = {} if kt is None else {int(j): float(kt[i][j]) for j in np.flatnonzero(detached[i])}
