@@ -7,6 +7,7 @@ import inspect
 import json
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +17,7 @@ from helpers import known_tied_camel
 
 import camel_jax as cj
 from camel_jax import cli, simulate
+from camel_jax.fitting._degenerate import degenerate_parameters
 from camel_jax.io._save import _fit_hash
 
 # The simulated worlds' decision: runs with 0.1% relative noise at sizes 2, 4 and 8 (12 mixtures: the reference and
@@ -409,6 +411,15 @@ def test_a_fit_of_several_losses_is_calibrated_and_decides_on_the_objective_by_n
     boot = result.bootstrap
     r, size = np.asarray(result.inputs[0]), np.asarray(result.inputs[1])
     assert np.shape(boot.objectives) == (4, 3) and np.asarray(boot.predict(r, size)).shape == (4, 3, len(size))
+    # each resampled law of each target is checked as that law alone, under its resample's weights
+    steps = eqx.tree_at(lambda laws: laws.alpha, boot.laws, jnp.asarray(boot.laws.alpha).at[1, 2].set(3.0e4))
+    found = result.degenerate_resamples(dataclasses.replace(boot, laws=steps))
+    y, w = np.asarray(result.y), np.broadcast_to(np.asarray(result.weights), np.shape(result.y))
+    counts = np.asarray(boot.resamples)
+    alone = [[bool(degenerate_parameters(jax.tree.map(lambda leaf, b=b, t=t: leaf[b, t], steps), result.inputs,
+                                         y[t], counts[b] * w[t])) for t in range(3)] for b in range(4)]  # fmt: skip
+    np.testing.assert_array_equal(found, alone)
+    assert found[1, 2]  # the size exponent of 3e4: a step between sizes 4 and 8
     with _quiet():
         one = cj.decide_loss(result, key=jax.random.key(2), size=20.0, reference=ref, weights="loss_val1",
                              restarts=RESTARTS)  # fmt: skip
