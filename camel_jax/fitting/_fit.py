@@ -346,18 +346,16 @@ class FitResult(eqx.Module):
         boot = self.bootstrap if bootstrap is None else bootstrap
         if boot is None:
             raise ValueError("this fit holds no bootstrap: pass `bootstrap=`")
-        weights, y = np.asarray(self.weights, dtype=float), np.asarray(self.y, dtype=float)
-        resamples = np.asarray(boot.resamples, dtype=float)  # [B, P]: each resample's counts of the fit's points
-        if resamples.ndim != 2 or resamples.shape[1] != y.shape[-1]:  # laws without their weights (`of_laws`)
-            resamples = np.ones((boot.n_resamples, y.shape[-1]))
+        y, w = np.asarray(self.y, dtype=float), self._resample_weights(boot)
+        if w is None:  # laws without their weights (`of_laws`): the fit's own
+            weights = np.asarray(self.weights, dtype=float)
+            w = np.broadcast_to(weights, (boot.n_resamples,) + weights.shape)
         if self.n_targets is None:
-            found = degenerate_batch(boot.laws, self.inputs, y, resamples * weights[None])
-            return np.array([bool(f) for f in found], dtype=bool)
-        weights = np.broadcast_to(weights, y.shape)
-        out = np.zeros((resamples.shape[0], self.n_targets), dtype=bool)
+            return np.array([bool(f) for f in degenerate_batch(boot.laws, self.inputs, y, w)], dtype=bool)
+        out = np.zeros((boot.n_resamples, self.n_targets), dtype=bool)
         for t in range(self.n_targets):
             laws = jax.tree.map(lambda leaf, t=t: leaf[:, t] if eqx.is_array(leaf) else leaf, boot.laws)
-            found = degenerate_batch(laws, self.inputs, y[t], resamples * weights[t][None])
+            found = degenerate_batch(laws, self.inputs, y[t], w[:, t] if w.ndim == 3 else w)
             out[:, t] = [bool(f) for f in found]
         return out
 
@@ -456,12 +454,18 @@ class FitResult(eqx.Module):
         tenth of their smallest value over the rows that resample weighted; see `outside_support`), left out of
         the band there: on RegMix a resample whose term ran far below its trained range put a band's end at 1e10.
         None for a law without term variables, or resamples that do not weight this fit's rows."""
+        w = self._resample_weights(boot)
+        return None if w is None else rows_outside(boot.laws, self.inputs[0], w, r, 1 if self.n_targets is None else 2)
+
+    def _resample_weights(self, boot: Any) -> np.ndarray | None:
+        """Each resample's weights of the fit's points: its counts [B, P] times the fit's weights, [B, P] (or [B, T,
+        P] for weights per target); None when the bootstrap does not record counts of this fit's rows
+        (`BootstrapResult.of_laws`)."""
         resamples = np.asarray(boot.resamples, float)
         if resamples.ndim != 2 or resamples.shape[1] != np.shape(self.inputs[0])[0]:
             return None
         weights = np.asarray(self.weights, float)
-        w = resamples[:, None, :] * weights[None] if weights.ndim == 2 else resamples * weights[None]
-        return rows_outside(boot.laws, self.inputs[0], w, r, 1 if self.n_targets is None else 2)
+        return resamples[:, None, :] * weights[None] if weights.ndim == 2 else resamples * weights[None]
 
     def run_scatter(self) -> tuple[np.ndarray | float, int]:
         """The scatter of one run about the best law, from the fit's residuals (on the fit's scale: log(pred / y)
