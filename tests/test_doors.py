@@ -115,9 +115,12 @@ def test_target_fit_is_one_target_of_a_fit_of_several(runs):
             two.target_fit(bad)
 
 
-def test_a_degenerate_loss_to_benchmark_fit_travels_with_the_pipeline_to_its_file_and_the_cli(runs, tmp_path, capsys):
+def test_a_degenerate_loss_to_benchmark_fit_travels_with_the_pipeline_to_its_file_and_the_cli(
+    runs, tmp_path, capsys, monkeypatch
+):
     """Before: `fit_pipeline` kept the proxy-loss fit's problems only; a loss-to-benchmark law the solver ran to a
-    limit reached no decision, file or command line."""
+    limit reached no decision, file or command line. And its resampled fits were checked for convergence only."""
+    from camel_jax.mixture import _pipeline
     from camel_jax.mixture._pipeline import _benchmark_fit_problems
 
     data, law = runs
@@ -138,12 +141,25 @@ def test_a_degenerate_loss_to_benchmark_fit_travels_with_the_pipeline_to_its_fil
     mmlu = tuple(f"the loss-to-benchmark fit of mmlu: {p}" for p in fits.result.target_fit(0).problems())
     assert said[: len(mmlu)] == mmlu and all("of gsm8k" in p for p in said[len(mmlu) :])  # each its own row's
     assert _benchmark_fit_problems(broken, ["mmlu"]) == (mmlu, ())
+    flagged, real = {}, _pipeline.degenerate_batch
+
+    def first_flagged(laws, inputs, y, weights):  # the rule, and each batch's first resample said degenerate
+        found = real(laws, inputs, y, weights)
+        stage = "loss-to-benchmark" if isinstance(laws, cj.LossToBenchmark) else "proxy-loss"
+        flagged[stage] = flagged.get(stage, 0) + 1 + sum(bool(f) for f in found[1:])
+        return [{"C": "said by the test"}] + found[1:]
+
+    monkeypatch.setattr(_pipeline, "degenerate_batch", first_flagged)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         piped = cj.fit_pipeline(data, broken, {"mmlu": 0.5, "gsm8k": 0.5}, law=law, key=jax.random.key(2),
                                 restarts=2, options=cj.FitOptions(max_steps=20, polish=0, log_residuals=False),
                                 n_resamples=2, calibrate=False)  # fmt: skip
     assert piped.benchmark_problems == said and piped.degenerate_benchmarks == ("gsm8k",)
+    # both stages' resampled fits are checked, one batch per benchmark, and their count is said with its remedy
+    for stage, remedy in [("proxy-loss", "token-aware law"), ("loss-to-benchmark", "two_stage=False")]:
+        told = [p for p in piped.resample_problems if f"resampled {stage} fits are degenerate" in p]
+        assert len(told) == 1 and told[0].startswith(f"{flagged[stage]} of 4 ") and remedy in told[0], stage
     # 20 steps leave the resampled proxy-loss fits (2 benchmarks x 2 resamples) short of their stopping rule
     late = [p for p in piped.resample_problems if "of 4 resampled proxy-loss fits did not converge (max steps)" in p]
     assert len(late) == 1 and "fit_pipeline(options=" in late[0]
@@ -158,12 +174,40 @@ def test_a_degenerate_loss_to_benchmark_fit_travels_with_the_pipeline_to_its_fil
     warned = [line for line in out.splitlines() if "the loss-to-benchmark fit of gsm8k: degenerate fit" in line]
     assert warned and warned[0].startswith("warning: ") and out.index(warned[0]) < out.index("optimal mixture:")
     assert "resampled proxy-loss fits did not converge" in out[: out.index("optimal mixture:")]
+    assert "resampled loss-to-benchmark fits are degenerate" in out[: out.index("optimal mixture:")]
     bad = tamper(saved, tmp_path / "bad.npz", edit_meta=lambda m: m.update(degenerate_benchmarks=["hellaswag"]))
     with pytest.raises(ValueError, match="degenerate_benchmarks names \\['hellaswag'\\], not benchmarks"):
         cj.load(bad)
     bad = tamper(saved, tmp_path / "bad2.npz", edit_meta=lambda m: m.update(benchmark_problems="C inf"))
     with pytest.raises(ValueError, match="benchmark_problems must be a list of strings"):
         cj.load(bad)
+
+
+def test_the_pipelines_resampled_fits_are_degenerate_row_by_row_by_the_rule_of_one_law(runs):
+    """Each row of a resampled multi-target fit (benchmark-major: T benchmarks x B resamples) is judged as that law
+    alone would be, on its own weights and its benchmark's targets; the count is said once with the remedy."""
+    from camel_jax.fitting._degenerate import degenerate_parameters
+    from camel_jax.mixture._pipeline import _resample_problems
+
+    data, law = runs
+    targets = jnp.stack([data.y, 1.1 * data.y])  # two benchmarks' proxy losses [T, P]
+    counts = jnp.asarray(np.random.default_rng(0).integers(0, 3, (2, data.n_points)), targets.dtype)
+    weights = jnp.concatenate([counts, counts])  # [T * B, P]: the same 2 resamples for each benchmark
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refit = cj.fit(law, data.inputs, jnp.repeat(targets, 2, axis=0), weights=weights, key=jax.random.key(0),
+                       restarts=2, options=cj.FitOptions(max_steps=20, polish=0))  # fmt: skip
+    ran_off = refit.law.C1.at[jnp.asarray([1, 2])].set(1e12)  # a level the solver ran to, in rows 1 and 2
+    broken = dataclasses.replace(refit, law=dataclasses.replace(refit.law, C1=ran_off))
+    for result in (refit, broken):
+        alone = [bool(degenerate_parameters(one, data.inputs, targets[i // 2], weights[i]))
+                 for i, one in enumerate(result.target_laws())]  # fmt: skip
+        said = [p for p in _resample_problems(result, "proxy-loss", "FIX", (targets, "HINT")) if "degenerate" in p]
+        assert len(said) == (1 if any(alone) else 0)
+        if said:
+            assert said[0].startswith(f"{sum(alone)} of 4 resampled proxy-loss fits are degenerate")
+            assert said[0].endswith("; HINT")
+    assert alone[1] and alone[2]
 
 
 # --- far extrapolation and a loss that is no loss ---------------------------------------------------------------

@@ -32,6 +32,7 @@ from ..fitting._calibrate import (
     replicate_weights,
     warm_starts,
 )
+from ..fitting._degenerate import DEGENERATE_HINT, degenerate_batch
 from ..fitting._fit import FitResult, fit, resolve_options
 from ..fitting._resample import resample_weights
 from ..laws import LossToBenchmark
@@ -285,7 +286,7 @@ class PipelineFit(eqx.Module):
     the score's loss-to-benchmark fits (`FitResult.problems()` of each benchmark's, naming it), and
     `degenerate_benchmarks` the benchmarks whose loss-to-benchmark law is degenerate (a parameter the solver ran to
     a limit): no verdict rests on those. `resample_problems` say how many of the resampled fits (both stages) did not
-    converge. `problems()` says them all."""
+    converge, or hold a degenerate law. `problems()` says them all."""
 
     pipeline: Pipeline
     pipelines: Pipeline | None
@@ -301,8 +302,8 @@ class PipelineFit(eqx.Module):
     def problems(self) -> list[str]:
         """What makes a decision on this fit unreliable, one sentence each: the proxy-loss fit's (`loss_fit.problems()`,
         its targets the score's benchmarks in order), the score's loss-to-benchmark fits' (`benchmark_problems`), and
-        the resampled fits' (`resample_problems`: those that did not converge). Every decision resting on the fit
-        repeats them."""
+        the resampled fits' (`resample_problems`: those that did not converge or are degenerate). Every decision
+        resting on the fit repeats them."""
         return self.loss_fit.problems() + list(self.benchmark_problems) + list(self.resample_problems)
 
     @property
@@ -505,13 +506,16 @@ def _resampled_loss_laws(law, data, Y_boot, counts, noisy, loss_fit, names, key,
     warm = warm_starts(loss_fit.law, B)
     weights = (counts[None] * noisy[:, None, :]).reshape(T * B, P)
     boot = fit(law, data.inputs, Y_boot, weights=weights, key=key, inits=warm, options=options)
-    said = _resample_problems(boot, "proxy-loss", "raise `fit_pipeline(options=FitOptions(max_steps=..., polish=...))`")
+    fix = "raise `fit_pipeline(options=FitOptions(max_steps=..., polish=...))`"
+    said = _resample_problems(boot, "proxy-loss", fix, (loss_fit.y, DEGENERATE_HINT))
     return _rows(jax.tree.map(lambda leaf: leaf.reshape((T, B) + leaf.shape[1:]), boot.law), names), said
 
 
-def _resample_problems(refit: FitResult, what: str, fix: str) -> list[str]:
-    """What makes a batch of resampled fits unreliable, as `BootstrapResult.problems()` says it of a loss fit's: the
-    rows whose chosen start did not meet its stopping rule, and those whose objective is not finite."""
+def _resample_problems(refit: FitResult, what: str, fix: str, degenerate: tuple[Any, str]) -> list[str]:
+    """What makes a batch of resampled fits unreliable, as `FitResult.bootstrap_problems()` says it of a loss fit's:
+    the rows whose chosen start did not meet its stopping rule, those whose objective is not finite, and those whose
+    law is degenerate (`_degenerate_rows`; `degenerate` is (the point fit's targets [T, P], what such a row calls
+    for))."""
     best, late = refit._unconverged()  # the rule `FitResult.problems()` reads
     out = []
     if late.size:
@@ -521,7 +525,28 @@ def _resample_problems(refit: FitResult, what: str, fix: str) -> list[str]:
     bad = int(np.sum(~np.isfinite(np.asarray(refit.objective))))
     if bad:
         out.append(f"{bad} of {best.size} resampled {what} fits have a non-finite objective")
+    targets, hint = degenerate
+    found = _degenerate_rows(refit, np.asarray(targets, dtype=float))
+    if found:
+        out.append(f"{found} of {best.size} resampled {what} fits are degenerate (a limit the solver ran to, or a "
+                   "step inside the trained sizes): the bands and the verdict include laws that are not estimates, "
+                   f"and the data barely determine this law; {hint}")  # fmt: skip
     return out
+
+
+def _degenerate_rows(refit: FitResult, targets: np.ndarray) -> int:
+    """How many rows of a resampled multi-target fit (benchmark-major: T benchmarks x B resamples) hold a degenerate
+    law, each by the rule of `FitResult.degenerate` under its own row's weights, read on its benchmark's targets
+    of the point fit `targets` [T, P] (the level and the data's units a limit is measured in; a two-stage
+    resample's own proxy losses differ from them by the resample's spread, far below the rule's factors of 1e6)."""
+    T = targets.shape[0]
+    B = int(np.shape(refit.y)[0]) // T
+    weights = np.broadcast_to(np.asarray(refit.weights, dtype=float), np.shape(refit.y)).reshape(T, B, -1)
+    count = 0
+    for t in range(T):
+        rows = jax.tree.map(lambda leaf, t=t: leaf[t * B : (t + 1) * B] if eqx.is_array(leaf) else leaf, refit.law)
+        count += sum(bool(found) for found in degenerate_batch(rows, refit.inputs, targets[t], weights[t]))
+    return count
 
 
 def _score_noise(benchmarks: BenchmarkFits, weights: Mapping[str, float]) -> float:
@@ -558,7 +583,8 @@ def _resampled_benchmarks(
     per_benchmark = _rows(laws, names)
     proxy = jnp.concatenate([jax.vmap(lambda law: law.proxy_loss(L))(per_benchmark[b]) for b in names])
     fix = "they run at `BENCHMARK_OPTIONS`; `fit_pipeline(two_stage=False)` keeps the full-data fits in every resample"
-    return per_benchmark, proxy, _resample_problems(refit, "loss-to-benchmark", fix)
+    kept = "`fit_pipeline(two_stage=False)` keeps the full-data loss-to-benchmark fits in every resample"
+    return per_benchmark, proxy, _resample_problems(refit, "loss-to-benchmark", fix, (result.y[index], kept))
 
 
 def _calibration(law, data, Y, W, loss_fit, resampling, options, key) -> tuple[Calibration, HeldOut] | None:
