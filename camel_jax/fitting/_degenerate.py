@@ -2,8 +2,8 @@
 
 `degenerate_parameters` checks one law (a fit's best law, `FitResult.degenerate`); `degenerate_batch` checks a
 batch of laws fitted to the same targets under different weights (a bootstrap's resamples), reading each law's
-numbers from one batched call instead of one eager call per law and number (after its first call in a process,
-3Mix's 600 resampled laws took 0.13 s, against ~10 ms a law one by one), with the same rule, law by law.
+numbers from one compiled, batched call instead of one eager call per law and number (after its first call in a
+process, 3Mix's 600 resampled laws took 0.13 s, against ~10 ms a law one by one), with the same rule, law by law.
 """
 
 from __future__ import annotations
@@ -185,18 +185,18 @@ def _batched_facts(laws: Any, inputs: Sequence[Any], y: Any, n: int) -> list[_Fa
     itself, or not, as it does alone)."""
     row = lambda i: jax.tree.map(lambda leaf: leaf[i] if eqx.is_array(leaf) else leaf, laws)  # noqa: E731
     try:
-        params = _numbers(jax.vmap(lambda law: law.params())(laws))
+        params = _numbers(_vmapped(laws, "params"))
         terms = _batched_flags(laws, "log_limit_terms", n)
         data_terms = _batched_flags(laws, "log_limit_data_terms", n)
         detached = _batched_flags(laws, "detached_terms", n)
         needed = np.asarray(terms.any(axis=1) | data_terms.any(axis=1) | detached.any(axis=1), dtype=bool)
-        finite = _numbers(jax.vmap(lambda law: law.log_limit_params())(laws)) if needed.any() else None
-        kt = _numbers(jax.vmap(lambda law: law.detached_params())(laws))["Kt"] if detached.any() else None
+        finite = _numbers(_vmapped(laws, "log_limit_params")) if needed.any() else None
+        kt = _numbers(_vmapped(laws, "detached_params"))["Kt"] if detached.any() else None
     except (TypeError, ValueError):  # a method that branches on a value: law by law
         return [_facts(row(i), inputs, y) for i in range(n)]
     finite_rows = np.flatnonzero([all(np.all(np.isfinite(v[i])) for v in params.values()) for i in range(n)])
-    together = _data_unit_params(jax.tree.map(lambda leaf: leaf[finite_rows] if eqx.is_array(leaf) else leaf, laws),
-                                 inputs, y) if finite_rows.size else None  # fmt: skip
+    together = _batch_data_unit_params(jax.tree.map(lambda leaf: leaf[finite_rows] if eqx.is_array(leaf) else leaf,
+                                                    laws), inputs, y) if finite_rows.size else None  # fmt: skip
     position = {int(i): j for j, i in enumerate(finite_rows)} if together is not None else {}
     out = []
     for i in range(n):
@@ -212,12 +212,27 @@ def _batched_facts(laws: Any, inputs: Sequence[Any], y: Any, n: int) -> list[_Fa
     return out
 
 
+# The batched reads are compiled programs: vmapped eagerly, each of their operations compiles on its own for every
+# batch size (tied CAMEL's reads of 32 laws took 3.4 s on their first call in a process, and 3.1 s again for 17).
+@eqx.filter_jit
+def _vmapped(laws: Any, method: str) -> Any:
+    """`getattr(law, method)()` of every law of a batch (one leading axis), as arrays."""
+    return jax.vmap(lambda law: jax.tree.map(jnp.asarray, getattr(law, method)()))(laws)
+
+
+@eqx.filter_jit
+def _vmapped_in_units(laws: Any, units: tuple, defaults: tuple) -> Any:
+    """`params()` of every law of a batch re-expressed in `units` and read with its units at `defaults` (see
+    `_data_unit_params`); `units`, `defaults`: (name, value) pairs, static."""
+    return dataclasses.replace(laws.in_units(**dict(units)), **dict(defaults)).params()
+
+
 def _batched_flags(laws: Any, method: str, n: int) -> np.ndarray:
     """[n, m] booleans of a per-term method (`log_limit_terms`, `log_limit_data_terms`, `detached_terms`) of every
     law; [n, 0] for a law without it."""
     if not hasattr(laws, method):
         return np.zeros((n, 0), dtype=bool)
-    return np.asarray(jax.vmap(lambda law: jnp.asarray(getattr(law, method)()))(laws), dtype=bool).reshape(n, -1)
+    return np.asarray(_vmapped(laws, method), dtype=bool).reshape(n, -1)
 
 
 def _log_limit_terms(law: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -271,6 +286,21 @@ def _data_unit_params(law: Any, inputs: Sequence[Any], y: Any) -> dict[str, Any]
         return dataclasses.replace(law.in_units(**units), **defaults).params()
     except (ValueError, TypeError, FloatingPointError, OverflowError):
         return None
+
+
+def _batch_data_unit_params(laws: Any, inputs: Sequence[Any], y: Any) -> dict[str, Any] | None:
+    """`_data_unit_params` of a batch of laws whose parameters are all finite, as one compiled program; eagerly (as
+    one law is read) when the law's re-expression cannot be compiled (a check on a value)."""
+    from ._units import data_units
+
+    units = data_units(laws, inputs, y)
+    defaults = {f.name: f.default for f in dataclasses.fields(type(laws)) if f.name in units}
+    if not units or any(value is dataclasses.MISSING for value in defaults.values()):
+        return None
+    try:
+        return _vmapped_in_units(laws, tuple(sorted(units.items())), tuple(sorted(defaults.items())))
+    except (ValueError, TypeError, FloatingPointError, OverflowError):
+        return _data_unit_params(laws, inputs, y)
 
 
 def _detached_terms(law: Any) -> dict[int, float]:
