@@ -118,6 +118,55 @@ def test_the_log_law_limit_prints_no_infinity(capsys):
     assert "C: degenerate (minus infinite in the log-law limit)" in text
 
 
+def _percentile_with_limits(values: np.ndarray, q: float) -> np.ndarray:
+    """The linear-interpolation percentile along axis 0, by hand: an end that interpolates an infinite order
+    statistic (with a positive weight) is that infinity."""
+    x = np.sort(values, axis=0)
+    h = q / 100 * (len(x) - 1)
+    lo, frac = int(np.floor(h)), h - np.floor(h)
+    a, b = x[lo], x[min(lo + 1, len(x) - 1)]
+    with np.errstate(invalid="ignore"):
+        mid = a + frac * (b - a)
+    return np.where(np.isinf(a) & (frac < 1), a, np.where(np.isinf(b) & (frac > 0), b, mid))
+
+
+def test_an_interval_reaching_the_log_law_limit_ends_there_and_prints_unbounded(capsys):
+    """Before: a resample whose term sat in the log-law limit put its stand-ins into the intervals (C's lower end
+    -1.3e34, K's upper 1e23 on the default world's runs), printed as estimates."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    betas = [[0.9 + 0.1 * rng.normal(), 1.5 + 0.1 * rng.normal()] for _ in range(40)]
+    betas[7][1] = 1e-12  # resample 7's second term in the log-law limit
+    laws = [cj.CAMEL.from_params(t=np.array([[0.8, 0.3, 0.1], [0.2, 0.7, 0.9]]), K=[1.0 + 0.1 * i / 40, 0.6],
+                                 beta=b, C=1.5 - 0.01 * i, tied=True, capacity_exponent=3.0)
+            for i, b in enumerate(betas)]  # fmt: skip
+    boot = cj.BootstrapResult.of_laws(jax.tree.map(lambda *leaves: jnp.stack(leaves), *laws))
+    got = boot.interval(0.95)
+    plain = {k: np.stack([np.asarray(law.params()[k], dtype=float) for law in laws]) for k in got}
+    expected = {k: v.copy() for k, v in plain.items()}
+    expected["C"][7], expected["K"][7, 1], expected["alpha"][7, 1], expected["beta"][7, 1] = -np.inf, np.inf, 0, 0
+    for name, (low, high) in got.items():
+        np.testing.assert_allclose(low, _percentile_with_limits(expected[name], 2.5), rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(high, _percentile_with_limits(expected[name], 97.5), rtol=1e-12, err_msg=name)
+    assert got["C"][0] == -np.inf and got["K"][1][1] == np.inf
+    assert got["beta"][0][1] < min(b[1] for b in betas if b[1] > 1e-6)  # pulled toward the limit's 0
+    # without a resample in a limit, the intervals are numpy's percentiles of `params()`, as before
+    clean = cj.BootstrapResult.of_laws(jax.tree.map(lambda *leaves: jnp.stack(leaves), *(laws[:7] + laws[8:])))
+    for name, (low, high) in clean.interval(0.9).items():
+        values = np.delete(plain[name], 7, axis=0)
+        np.testing.assert_allclose([low, high], np.percentile(values, [5, 95], axis=0), rtol=1e-12, err_msg=name)
+    # the command line prints the ends at the limit as unbounded (or 0), never the stand-ins
+    out = {"params": {k: np.asarray(laws[0].params()[k]).tolist() for k in got},
+           "intervals_95": {k: [np.asarray(lo).tolist(), np.asarray(hi).tolist()] for k, (lo, hi) in got.items()},
+           "summary": {"not_identified": []}}  # fmt: skip
+    _print_params(out)
+    text = capsys.readouterr().out
+    assert_no_degenerate_numbers(text)
+    assert re.search(r"  C: 1\.5  95% \[unbounded, [\d.]+\]", text), text
+
+
 def test_the_problem_sentence_names_the_way_out():
     assert "token-aware law" in DEGENERATE_HINT and "--law auto" in DEGENERATE_HINT
 

@@ -17,7 +17,8 @@ from helpers import known_tied_camel
 
 import camel_jax as cj
 from camel_jax import cli, simulate
-from camel_jax.fitting._degenerate import degenerate_parameters
+from camel_jax.fitting import _degenerate
+from camel_jax.fitting._degenerate import degenerate_parameters, in_limits
 from camel_jax.io._save import _fit_hash
 
 # The simulated worlds' decision: runs with 0.1% relative noise at sizes 2, 4 and 8 (12 mixtures: the reference and
@@ -275,13 +276,19 @@ def test_fit_counts_and_says_the_degenerate_resamples(cli_fit, capsys, monkeypat
     folder, _, _ = cli_fit
     record = json.loads((folder / "fit.json").read_text())
     assert record["bootstrap_degenerate"] == int(cj.load(folder / "fit.npz").degenerate_resamples().sum())
+    # and those with a term in a limit of the law (their intervals' ends are that limit: `limit_params`)
+    assert record["bootstrap_at_limits"] == int(in_limits(cj.load(folder / "fit.npz").bootstrap.laws).sum())
     monkeypatch.setattr(cj.FitResult, "degenerate_resamples", lambda self, bootstrap=None: np.arange(8) == 3)
+    monkeypatch.setattr(_degenerate, "in_limits", lambda laws: np.arange(8) == 5)
     capsys.readouterr()
     argv = ["fit", str(folder / "train.csv"), "--law", "camel-tied", "--n-domains", "2", "--restarts", "4",
             "--resamples", "8", "--no-calibrate", "--out", str(folder / "fit_said")]  # fmt: skip
     assert cli.main(argv) == 0
-    assert "warning: 1 of 8 resampled laws are degenerate" in capsys.readouterr().out
-    assert json.loads((folder / "fit_said.json").read_text())["bootstrap_degenerate"] == 1
+    out = capsys.readouterr().out
+    assert "warning: 1 of 8 resampled laws are degenerate" in out
+    assert "note: 1 of 8 resampled laws have a term in a limit of the law" in out
+    said = json.loads((folder / "fit_said.json").read_text())
+    assert said["bootstrap_degenerate"] == 1 and said["bootstrap_at_limits"] == 1
 
 
 def test_an_ascent_short_of_its_optimum_is_a_problem_of_the_decision(cli_fit):

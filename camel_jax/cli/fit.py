@@ -620,6 +620,7 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
     --resamples 0."""
 
     from ..fitting._bootstrap import bootstrap
+    from ..fitting._degenerate import in_limits
 
     if args.resamples == 0:
         return None
@@ -636,6 +637,8 @@ def _intervals(args: argparse.Namespace, result: Any, table: _Table, key: Any, o
     out["outside_interval"] = _outside(out["params"], out["intervals_95"]) if result.n_targets is None else []
     degenerate = dataclasses.replace(result, bootstrap=boot).degenerate_resamples()  # [B] or [B, T]
     out["bootstrap_degenerate"] = int(degenerate.sum())  # resampled laws that are limits, not estimates
+    if result.n_targets is None:  # resampled laws with a term in a limit: their intervals' ends are that limit
+        out["bootstrap_at_limits"] = int(in_limits(boot.laws).sum())
     return boot
 
 
@@ -822,6 +825,11 @@ def _say_degenerate_resamples(out: dict[str, Any], total: int) -> None:
     if found:
         print(f"  warning: {found} of {total} resampled laws are degenerate (a limit the solver ran to, or a step "
               "inside the trained sizes): the intervals include them, and the data barely determine this law")
+    limits = out.get("bootstrap_at_limits", 0)
+    if limits:
+        print(f"  note: {limits} of {total} resampled laws have a term in a limit of the law (the log-law limit, "
+              "where K_i is infinite and C minus infinite, or a detached term, where K_i is 0): the intervals "
+              "reach those values, printed as unbounded or 0, not where those resamples' solver stopped")
 
 
 def _print_targets(out: dict[str, Any], boot: Any) -> None:

@@ -22,6 +22,7 @@ from ..laws._checks import check_inits
 from ..solver._minimise import start_bytes, starts_side_by_side
 from ..solver._options import FitOptions, Status
 from ..solver._shard import LANE_AXIS, lane_mesh
+from ._degenerate import limit_params
 from ._fit import (
     FitResult,
     FitWarning,
@@ -42,6 +43,21 @@ from ._resample import resample_weights
 
 if TYPE_CHECKING:  # a Calibration widens this module's bands; _calibrate itself never imports this module
     from ._calibrate import Calibration
+
+
+# An infinite value stands in as this finite one while percentiles interpolate (numpy's interpolation between -inf
+# and a finite value is nan); an end beyond INFINITE_END in absolute value touched it, and is infinite.
+_STAND_IN = 1e300
+INFINITE_END = 1e250
+
+
+def _percentiles(values: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.nanpercentile(values, q, axis=0)` (two levels), exact where some values are infinite: an end that
+    interpolates an infinite value is infinite (an interval that reaches a limit ends at it)."""
+    clipped = np.clip(values, -_STAND_IN, _STAND_IN)  # nan (a dropped resample) stays nan
+    ends = np.nanpercentile(clipped, q, axis=0)
+    ends = np.where(np.abs(ends) > INFINITE_END, np.copysign(np.inf, ends), ends)
+    return ends[0], ends[1]
 
 
 class BootstrapResult(eqx.Module):
@@ -124,19 +140,21 @@ class BootstrapResult(eqx.Module):
         return jax.vmap(coordinates)(self.laws)
 
     def interval(
-        self, level: float = 0.95, coordinates: Callable[[Any], dict[str, Any]] = paper_params
+        self, level: float = 0.95, coordinates: Callable[[Any], dict[str, Any]] | None = None
     ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Percentile intervals of every parameter: {name: (low, high)} (non-finite resamples dropped), of the
-        law's `params()` or of the given `coordinates` (as `params`)."""
+        law's `params()` or of the given `coordinates` (as `params`). By default each resample's elements that
+        stand for a limit are read at their values there (`limit_params`: a term in the log-law limit has K_i
+        infinite and C minus infinite, a detached term K_i 0), so that an interval reaching a limit ends at it
+        (inf: "unbounded") rather than where a resample's solver stopped (C = -1.3e34)."""
         _check_level(level)
         q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
         ok = np.isfinite(np.asarray(self.objectives))
         out = {}
-        for name, v in self.params(coordinates).items():
+        for name, v in self.params(limit_params if coordinates is None else coordinates).items():
             values = np.asarray(v, dtype=float)
             kept = np.where(ok.reshape(ok.shape + (1,) * (values.ndim - ok.ndim)), values, np.nan)
-            low, high = np.nanpercentile(kept, q, axis=0)
-            out[name] = (low, high)
+            out[name] = _percentiles(kept, q)
         return out
 
     def predict(self, *inputs: ArrayLike) -> Float[Array, "B P"]:

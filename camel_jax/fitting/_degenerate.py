@@ -112,6 +112,50 @@ def degenerate_batch(laws: Any, inputs: Sequence[Any], y: Any, weights: Any) -> 
         return [_check(fact, exponents, inputs, y, weights[i]) for i, fact in enumerate(facts)]
 
 
+def limit_params(law: Any) -> dict[str, Any]:
+    """`law.params()` with the elements that stand for a limit at their values in it, where the solver only
+    approached them: a capacity term in the log-law limit (`log_limit_terms`) has K_i infinite, its exponents
+    alpha_i and beta_i 0 and C minus infinite; a data term in it (`log_limit_data_terms`) G_i infinite, gamma_i 0
+    and C minus infinite; a detached term (`detached_terms`) K_i and row t_i 0 (K_i infinite when the term is in
+    the log-law limit too). The law's `params()` elsewhere, and for a law without those limits. One (unbatched)
+    law; traceable (`BootstrapResult.interval` reads every resample so, so that a resample in a limit puts its end
+    of an interval there: "unbounded", not C = -1.3e34)."""
+    p = dict(law.params())
+
+    def at(name: str, where: Any, value: float) -> None:
+        if name in p and jnp.shape(p[name])[: jnp.ndim(where)] == jnp.shape(where):
+            mask = jnp.reshape(where, jnp.shape(where) + (1,) * (jnp.ndim(p[name]) - jnp.ndim(where)))
+            p[name] = jnp.where(mask, value, p[name])
+
+    level = jnp.zeros((), bool)
+    if hasattr(law, "detached_terms"):
+        off = law.detached_terms()
+        at("K", off, 0.0)
+        at("t", off, 0.0)
+    if hasattr(law, "log_limit_terms"):
+        terms = law.log_limit_terms()
+        at("K", terms, jnp.inf)
+        at("alpha", terms, 0.0)
+        at("beta", terms, 0.0)
+        level = level | jnp.any(terms)
+    if hasattr(law, "log_limit_data_terms"):
+        data = law.log_limit_data_terms()
+        at("G", data, jnp.inf)
+        at("gamma", data, 0.0)
+        level = level | jnp.any(data)
+    at("C", level, -jnp.inf)
+    return p
+
+
+def in_limits(laws: Any) -> np.ndarray:
+    """[N] booleans: which laws of a batch (one leading axis) have a term in a limit that `limit_params` reads at
+    its value (a capacity or data term in the log-law limit, a detached term)."""
+    n = int(jax.tree.leaves(eqx.filter(laws, eqx.is_array))[0].shape[0])
+    methods = ("log_limit_terms", "log_limit_data_terms", "detached_terms")
+    flags = [_batched_flags(laws, method, n) for method in methods]
+    return np.asarray(np.concatenate(flags, axis=1).any(axis=1), dtype=bool)
+
+
 def _check(facts: _Facts, exponents: dict, inputs: Sequence[Any], y: Any, weights: Any) -> dict[str, str]:
     """The rule of `degenerate_parameters` on one law's numbers (`_Facts`)."""
     from ._identify import element_names
