@@ -167,6 +167,19 @@ def test_an_interval_reaching_the_log_law_limit_ends_there_and_prints_unbounded(
     assert re.search(r"  C: 1\.5  95% \[unbounded, [\d.]+\]", text), text
 
 
+def test_a_point_at_zero_to_working_precision_is_not_outside_its_interval():
+    """The default world's camel-tied fit warned that K[1] = 2.5e-41 (a term switched off) lay outside its interval
+    [5.0e-41, unbounded]: both are 0 to working precision. K[0] = 0.095 below [0.118, unbounded] is outside."""
+    from camel_jax.cli.fit import _outside
+
+    inf = float("inf")
+    params = {"K": [0.095, 2.5e-41, 1.7076], "C": 2.2404}
+    intervals = {"K": [[0.118, 5.0e-41, 1.96e-41], [inf, inf, inf]], "C": [-inf, 2.2424]}
+    assert _outside(params, intervals) == ["K[0]"]
+    assert _outside({"C": 2.2425}, {"C": [-inf, 2.2424]}) == ["C"]  # 4e-5 relative: outside
+    assert _outside({"C": 2.2424 * (1 + 1e-12)}, {"C": [-inf, 2.2424]}) == []  # rounding: inside
+
+
 def test_the_problem_sentence_names_the_way_out():
     assert "token-aware law" in DEGENERATE_HINT and "--law auto" in DEGENERATE_HINT
 

@@ -874,15 +874,24 @@ def _print_targets(out: dict[str, Any], boot: Any) -> None:
     print("  parameters and 95% intervals of each target: in the .json")
 
 
+# A point estimate within this fraction of its parameter's largest element (in absolute value) of its interval is
+# inside it: an element at 0 to working precision (a switched-off term's K_i = 2.5e-41 against a lower end of
+# 5.0e-41) is not "outside" by rounding.
+OUTSIDE_RTOL = 1e-9
+
+
 def _outside(params: dict[str, Any], intervals: dict[str, Any]) -> list[str]:
-    """The parameter elements whose point estimate lies outside their own bootstrap interval."""
+    """The parameter elements whose point estimate lies outside their own bootstrap interval (by more than
+    `OUTSIDE_RTOL` of the parameter's largest element)."""
     from ..fitting._identify import element_names
 
     names = []
     for name, value in params.items():
         low, high = (np.asarray(v, dtype=float) for v in intervals[name])
         point = np.asarray(value, dtype=float)
-        outside = ~((low <= point) & (point <= high))
+        finite = np.abs(point[np.isfinite(point)])
+        slack = OUTSIDE_RTOL * (float(finite.max()) if finite.size else 0.0)
+        outside = ~((low - slack <= point) & (point <= high + slack))
         names += [n for n, o in zip(element_names(name, value), np.ravel(outside)) if o]
     return names
 
