@@ -239,8 +239,8 @@ def _batched_facts(laws: Any, inputs: Sequence[Any], y: Any, n: int) -> list[_Fa
     except (TypeError, ValueError):  # a method that branches on a value: law by law
         return [_facts(row(i), inputs, y) for i in range(n)]
     finite_rows = np.flatnonzero([all(np.all(np.isfinite(v[i])) for v in params.values()) for i in range(n)])
-    together = _batch_data_unit_params(jax.tree.map(lambda leaf: leaf[finite_rows] if eqx.is_array(leaf) else leaf,
-                                                    laws), inputs, y) if finite_rows.size else None  # fmt: skip
+    together = _data_unit_params(jax.tree.map(lambda leaf: leaf[finite_rows] if eqx.is_array(leaf) else leaf, laws),
+                                 inputs, y, compiled=True) if finite_rows.size else None  # fmt: skip
     position = {int(i): j for j, i in enumerate(finite_rows)} if together is not None else {}
     out = []
     for i in range(n):
@@ -265,10 +265,9 @@ def _vmapped(laws: Any, method: str) -> Any:
 
 
 @eqx.filter_jit
-def _vmapped_in_units(laws: Any, units: tuple, defaults: tuple) -> Any:
-    """`params()` of every law of a batch re-expressed in `units` and read with its units at `defaults` (see
-    `_data_unit_params`); `units`, `defaults`: (name, value) pairs, static."""
-    return dataclasses.replace(laws.in_units(**dict(units)), **dict(defaults)).params()
+def _compiled_in_data_units(laws: Any, units: tuple, defaults: tuple) -> Any:
+    """`_in_data_units` of a batch of laws as one program; `units`, `defaults`: (name, value) pairs, static."""
+    return _in_data_units(laws, dict(units), dict(defaults))
 
 
 def _batched_flags(laws: Any, method: str, n: int) -> np.ndarray:
@@ -318,33 +317,31 @@ def _params_in_data_units(law: Any, inputs: Sequence[Any], y: Any) -> dict[str, 
     return law.params() if found is None else found
 
 
-def _data_unit_params(law: Any, inputs: Sequence[Any], y: Any) -> dict[str, Any] | None:
-    """`_params_in_data_units`, or None where it falls back to the law's own `params()`. Batch axes are kept."""
+def _data_unit_params(law: Any, inputs: Sequence[Any], y: Any, compiled: bool = False) -> dict[str, Any] | None:
+    """`_params_in_data_units`, or None where it falls back to the law's own `params()`. Batch axes are kept.
+    `compiled`: re-express a batch as one compiled program (`_compiled_in_data_units`), eagerly as one law is read
+    when the re-expression cannot be compiled (a check on a value)."""
     from ._units import data_units
 
     units = data_units(law, inputs, y)
     defaults = {f.name: f.default for f in dataclasses.fields(type(law)) if f.name in units}
     if not units or any(value is dataclasses.MISSING for value in defaults.values()):
         return None
+    errors = (ValueError, TypeError, FloatingPointError, OverflowError)
+    if compiled:
+        try:
+            return _compiled_in_data_units(law, tuple(sorted(units.items())), tuple(sorted(defaults.items())))
+        except errors:
+            pass
     try:
-        return dataclasses.replace(law.in_units(**units), **defaults).params()
-    except (ValueError, TypeError, FloatingPointError, OverflowError):
+        return _in_data_units(law, units, defaults)
+    except errors:
         return None
 
 
-def _batch_data_unit_params(laws: Any, inputs: Sequence[Any], y: Any) -> dict[str, Any] | None:
-    """`_data_unit_params` of a batch of laws whose parameters are all finite, as one compiled program; eagerly (as
-    one law is read) when the law's re-expression cannot be compiled (a check on a value)."""
-    from ._units import data_units
-
-    units = data_units(laws, inputs, y)
-    defaults = {f.name: f.default for f in dataclasses.fields(type(laws)) if f.name in units}
-    if not units or any(value is dataclasses.MISSING for value in defaults.values()):
-        return None
-    try:
-        return _vmapped_in_units(laws, tuple(sorted(units.items())), tuple(sorted(defaults.items())))
-    except (ValueError, TypeError, FloatingPointError, OverflowError):
-        return _data_unit_params(laws, inputs, y)
+def _in_data_units(law: Any, units: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`params()` of `law` re-expressed in `units` and read with its units at `defaults` (`_data_unit_params`)."""
+    return dataclasses.replace(law.in_units(**units), **defaults).params()
 
 
 def _detached_terms(law: Any) -> dict[int, float]:
